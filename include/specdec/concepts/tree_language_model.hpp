@@ -1,0 +1,48 @@
+// specdec/concepts/tree_language_model.hpp - a model that scores a whole token tree in one call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "specdec/concepts/language_model.hpp"
+
+namespace specdec {
+
+/**
+ * A LanguageModel that can evaluate a token tree in one call (tree attention) and then keep a
+ * single root-to-node path of it.
+ *
+ * @code
+ *   M& m; std::span<const token_id> tokens; std::span<const std::int32_t> parents;
+ *   std::span<float> logits; std::span<const std::int32_t> path;
+ *   m.append_tree(tokens, parents, logits)
+ *   m.commit(path)
+ * @endcode
+ *
+ * Contract:
+ * - `append_tree(tokens, parents, logits)`: n nodes in topological order; `parents[i]` is -1 for a
+ *   node that follows the current context directly, else an index in [0, i). Node i sits at
+ *   position `size() + depth(i)` (depth 0 for a root) and attends to the whole context, its
+ *   ancestors and itself, nothing else. Writes n rows of V logits (row i: next-token logits after
+ *   node i). The tree is then pending: `size()` still reports the committed context, and the next
+ *   call on the model must be `commit`.
+ * - `commit(path)`: `path` lists node indices of the pending tree from a root down, each node's
+ *   parent being the previous entry (may be empty). The context becomes the old context plus
+ *   those tokens, exactly as if they had been `append`ed; every other node is dropped.
+ * - Bad input (token outside [0, V), a parent that is not earlier, a path that is not a chain,
+ *   capacity) throws and leaves the context as it was before the call.
+ *
+ * Models that only model LanguageModel still work in every decoder through a slower fallback
+ * that evaluates each root-to-leaf path with append/truncate.
+ */
+template <class M>
+concept TreeLanguageModel =
+    LanguageModel<M> && requires(M& m, std::span<const token_id> tokens,
+                                 std::span<const std::int32_t> parents, std::span<float> logits,
+                                 std::span<const std::int32_t> path) {
+      m.append_tree(tokens, parents, logits);
+      m.commit(path);
+    };
+
+}  // namespace specdec
