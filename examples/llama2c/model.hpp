@@ -1,0 +1,432 @@
+// llama2c/model.hpp - the llama2.c transformer as a specdec::TreeLanguageModel, and its
+// self-speculative layer-skip draft.
+//
+// A reference adapter: it shows what an engine adapter must do (batched append, O(1) truncate,
+// tree attention with an ancestor mask, commit by compacting K/V rows) on a model small enough
+// to read in one sitting. Single-threaded by design; one model object per thread.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <Eigen/Core>
+#include <specdec/concepts/tree_language_model.hpp>
+#include <specdec/types.hpp>
+
+#include "llama2c/checkpoint.hpp"
+
+namespace specdec::llama2c {
+
+/// Options of a model; validated by its constructor (std::invalid_argument naming the field).
+struct model_options {
+  /// Largest context (positions) the model accepts. 0 = the checkpoint's seq_len. Raising it
+  /// past seq_len is allowed (RoPE is computed for any position) but the model was not trained
+  /// there. The KV cache is preallocated for this many positions.
+  std::size_t max_context = 0;
+  /// Transformer blocks to run, from the first: 0 = all. Fewer makes a layer-skip draft.
+  std::size_t layers = 0;
+};
+
+/**
+ * The llama2.c Llama-2 transformer (RMSNorm, RoPE, grouped-query attention, SwiGLU) with a KV
+ * cache, modelling specdec::LanguageModel and specdec::TreeLanguageModel.
+ *
+ * - `append(tokens, logits)` runs all n tokens in one batched pass (n x dim matrix products,
+ *   causal mask inside the batch). Cost: one weight read per call, so n = 8 costs far less
+ *   than 8 calls of n = 1.
+ * - `truncate(n)` is O(1): it moves the cache length.
+ * - `append_tree` / `commit` evaluate a token tree in one pass and keep one path.
+ * - Bad input throws before any state changes. No heap allocation per call once the scratch
+ *   buffers have grown to the largest batch seen. Not thread-safe; the weights are shared
+ *   read-only, so several models on one set of weights may run on different threads.
+ */
+class model {
+ public:
+  /// Runs `w` (shared, not copied). Throws std::invalid_argument for bad options.
+  explicit model(std::shared_ptr<const weights> w, model_options options = {});
+  /// Loads a checkpoint and runs it (std::runtime_error for a bad file).
+  explicit model(const std::filesystem::path& checkpoint, model_options options = {})
+      : model(load_checkpoint(checkpoint), options) {}
+
+  std::size_t vocab_size() const noexcept { return cfg().vocab_size; }
+  /// Tokens in the committed context.
+  std::size_t size() const noexcept { return size_; }
+  /// The largest context: model_options::max_context, or the checkpoint's seq_len.
+  std::size_t max_size() const noexcept { return max_size_; }
+  /// Transformer blocks this model runs.
+  std::size_t layers() const noexcept { return layers_; }
+  const config& cfg() const noexcept { return w_->cfg(); }
+  /// The weights, for building another model (e.g. a draft) on the same memory.
+  const std::shared_ptr<const weights>& shared_weights() const noexcept { return w_; }
+  /// True between append_tree and commit.
+  bool tree_pending() const noexcept { return pending_ > 0; }
+
+  /**
+   * Feeds `tokens` (n >= 1) after the context and writes n rows of vocab_size() logits.
+   * Throws std::invalid_argument (empty tokens, wrong logits size), std::out_of_range (a token
+   * outside [0, vocab_size())), std::length_error (size() + n > max_size()); nothing changes
+   * then. Discards a pending tree.
+   */
+  void append(std::span<const token_id> tokens, std::span<float> logits);
+
+  /// Keeps the first n tokens (n <= size(), else std::out_of_range). O(1). Discards a pending
+  /// tree.
+  void truncate(std::size_t n);
+
+  /**
+   * Evaluates a token tree in one pass (see specdec::TreeLanguageModel): node i sits at position
+   * size() + depth(i) and attends to the context, its ancestors and itself. Its K/V go to cache
+   * row size() + i. size() is unchanged until commit. Throws std::invalid_argument for a bad
+   * parent or sizes, std::out_of_range for a bad token, std::length_error when the deepest node
+   * would pass max_size(); nothing changes then.
+   */
+  void append_tree(std::span<const token_id> tokens, std::span<const std::int32_t> parents,
+                   std::span<float> logits);
+
+  /// Keeps the root-to-node `path` of the pending tree (may be empty) by moving its K/V rows into
+  /// place: O(path length * layers * kv_dim). Throws std::logic_error without a pending tree and
+  /// std::invalid_argument for a path that is not a chain from a root; the tree stays pending then.
+  void commit(std::span<const std::int32_t> path);
+
+ private:
+  void check_tokens(const char* where, std::span<const token_id> tokens) const;
+  void check_logits(const char* where, std::size_t n, std::span<float> logits) const;
+  void ensure_cache_rows(std::size_t rows);
+  void ensure_scratch(std::size_t n);
+  void forward(std::span<const token_id> tokens, bool tree, std::span<float> logits);
+  void rope(Eigen::Ref<row_matrix> m, std::size_t heads) const;
+  void rmsnorm(const Eigen::Ref<const row_matrix>& x, const vector_view& gain,
+               Eigen::Ref<row_matrix> out) const;
+
+  std::shared_ptr<const weights> w_;
+  std::size_t layers_ = 0;
+  std::size_t max_size_ = 0;
+  std::size_t size_ = 0;
+  std::size_t pending_ = 0;               // nodes of a pending tree
+  std::vector<std::int32_t> parents_;     // of the pending tree
+  std::vector<std::size_t> positions_;    // per row of the current pass
+  std::vector<unsigned char> allowed_;    // tree mask, n x n, row-major
+  std::vector<float> inv_freq_;           // RoPE: head_size / 2 frequencies
+  std::vector<row_matrix> k_cache_, v_cache_;  // per layer: rows x kv_dim
+  // Scratch, grown on demand; a pass of n tokens uses the top n rows.
+  row_matrix x_, xb_, q_, att_, h1_, h3_, scores_, cos_, sin_;
+};
+
+/**
+ * A self-speculative draft: the first `layers` blocks of a target's weights (shared, not
+ * copied), then the final norm and classifier, with its own KV cache. A full model of its own
+ * kind (LanguageModel and TreeLanguageModel); costs about layers / n_layers of the target per
+ * token, and agrees with it less as fewer layers run.
+ */
+class layer_skip_draft : public model {
+ public:
+  /// Throws std::invalid_argument unless 1 <= layers <= target.cfg().n_layers. The draft's
+  /// max_size() is the target's.
+  layer_skip_draft(const model& target, std::size_t layers)
+      : layer_skip_draft(target.shared_weights(), layers, {.max_context = target.max_size()}) {}
+  /// Same, from weights; `options.layers` is ignored (`layers` wins).
+  layer_skip_draft(std::shared_ptr<const weights> w, std::size_t layers, model_options options = {})
+      : model(w, checked(w, layers, options)) {}
+
+ private:
+  static model_options checked(const std::shared_ptr<const weights>& w, std::size_t layers,
+                               model_options options) {
+    if (!w) throw std::invalid_argument("llama2c::layer_skip_draft: weights is null");
+    if (layers < 1 || layers > w->cfg().n_layers)
+      throw std::invalid_argument("llama2c::layer_skip_draft: layers = " +
+                                  std::to_string(layers) + " outside [1, n_layers = " +
+                                  std::to_string(w->cfg().n_layers) + "]");
+    options.layers = layers;
+    return options;
+  }
+};
+
+static_assert(specdec::TreeLanguageModel<model>);
+static_assert(specdec::TreeLanguageModel<layer_skip_draft>);
+
+// ---------------------------------------------------------------------------------------------
+
+inline model::model(std::shared_ptr<const weights> w, model_options options) : w_(std::move(w)) {
+  if (!w_) throw std::invalid_argument("llama2c::model: weights is null");
+  const config& c = w_->cfg();
+  if (options.layers > c.n_layers)
+    throw std::invalid_argument("llama2c::model: model_options::layers = " +
+                                std::to_string(options.layers) + " exceeds n_layers = " +
+                                std::to_string(c.n_layers) + " (0 means all)");
+  layers_ = options.layers == 0 ? c.n_layers : options.layers;
+  max_size_ = options.max_context == 0 ? c.seq_len : options.max_context;
+  const std::size_t hs = c.head_size();
+  inv_freq_.resize(hs / 2);
+  for (std::size_t j = 0; j < hs / 2; ++j)  // run.c: 1 / 10000^(2j / head_size), in float
+    inv_freq_[j] = 1.0f / std::pow(10000.0f, static_cast<float>(2 * j) / static_cast<float>(hs));
+  k_cache_.resize(layers_);
+  v_cache_.resize(layers_);
+  ensure_cache_rows(max_size_);
+  ensure_scratch(8);
+}
+
+inline void model::check_tokens(const char* where, std::span<const token_id> tokens) const {
+  if (tokens.empty())
+    throw std::invalid_argument(std::string("llama2c::model::") + where + ": tokens is empty");
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || static_cast<std::size_t>(tokens[i]) >= vocab_size())
+      throw std::out_of_range(std::string("llama2c::model::") + where + ": token " +
+                              std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                              " outside the vocabulary [0, " + std::to_string(vocab_size()) +
+                              ")");
+}
+
+inline void model::check_logits(const char* where, std::size_t n, std::span<float> logits) const {
+  if (logits.size() != n * vocab_size())
+    throw std::invalid_argument(std::string("llama2c::model::") + where + ": logits.size() = " +
+                                std::to_string(logits.size()) + ", expected " +
+                                std::to_string(n) + " * vocab_size " +
+                                std::to_string(vocab_size()) + " = " +
+                                std::to_string(n * vocab_size()));
+}
+
+inline void model::append(std::span<const token_id> tokens, std::span<float> logits) {
+  check_tokens("append", tokens);
+  check_logits("append", tokens.size(), logits);
+  if (tokens.size() > max_size_ - size_)
+    throw std::length_error("llama2c::model::append: " + std::to_string(size_) + " + " +
+                            std::to_string(tokens.size()) + " tokens exceed max_size() = " +
+                            std::to_string(max_size_) +
+                            " (the checkpoint's seq_len unless model_options::max_context "
+                            "raises it)");
+  pending_ = 0;
+  positions_.resize(tokens.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) positions_[i] = size_ + i;
+  forward(tokens, false, logits);
+  size_ += tokens.size();
+}
+
+inline void model::truncate(std::size_t n) {
+  if (n > size_)
+    throw std::out_of_range("llama2c::model::truncate: n = " + std::to_string(n) +
+                            " exceeds size() = " + std::to_string(size_));
+  pending_ = 0;
+  size_ = n;
+}
+
+inline void model::append_tree(std::span<const token_id> tokens,
+                               std::span<const std::int32_t> parents, std::span<float> logits) {
+  check_tokens("append_tree", tokens);
+  const std::size_t n = tokens.size();
+  if (parents.size() != n)
+    throw std::invalid_argument("llama2c::model::append_tree: parents.size() = " +
+                                std::to_string(parents.size()) + " differs from tokens.size() = " +
+                                std::to_string(n));
+  check_logits("append_tree", n, logits);
+  // Depths (into a local pass of positions_ only after validation succeeds).
+  std::size_t deepest = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int32_t p = parents[i];
+    if (p < -1 || p >= static_cast<std::int32_t>(i))
+      throw std::invalid_argument("llama2c::model::append_tree: parents[" + std::to_string(i) +
+                                  "] = " + std::to_string(p) + " must be -1 or in [0, " +
+                                  std::to_string(i) + ")");
+  }
+  // Validation done except capacity, which needs depths; compute them into positions_, which
+  // holds no state between calls.
+  positions_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t depth =
+        parents[i] < 0 ? 0 : positions_[static_cast<std::size_t>(parents[i])] + 1;
+    positions_[i] = depth;
+    deepest = std::max(deepest, depth);
+  }
+  if (deepest + 1 > max_size_ - size_)
+    throw std::length_error("llama2c::model::append_tree: a node of depth " +
+                            std::to_string(deepest) + " after " + std::to_string(size_) +
+                            " tokens passes max_size() = " + std::to_string(max_size_));
+  for (std::size_t i = 0; i < n; ++i) positions_[i] += size_;
+  // Ancestor mask: row i = row parent(i) plus i.
+  allowed_.assign(n * n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (parents[i] >= 0) {
+      const auto p = static_cast<std::size_t>(parents[i]);
+      std::copy_n(allowed_.begin() + static_cast<std::ptrdiff_t>(p * n), p + 1,
+                  allowed_.begin() + static_cast<std::ptrdiff_t>(i * n));
+    }
+    allowed_[i * n + i] = 1;
+  }
+  ensure_cache_rows(size_ + n);  // a wide tree can need more rows than positions
+  pending_ = 0;
+  forward(tokens, true, logits);
+  parents_.assign(parents.begin(), parents.end());
+  pending_ = n;
+}
+
+inline void model::commit(std::span<const std::int32_t> path) {
+  if (pending_ == 0)
+    throw std::logic_error("llama2c::model::commit: no pending tree (call append_tree first)");
+  for (std::size_t k = 0; k < path.size(); ++k) {
+    const std::int32_t node = path[k];
+    const std::int32_t want_parent = k == 0 ? -1 : path[k - 1];
+    if (node < 0 || static_cast<std::size_t>(node) >= pending_)
+      throw std::invalid_argument("llama2c::model::commit: path[" + std::to_string(k) + "] = " +
+                                  std::to_string(node) + " is not a node of the pending tree of " +
+                                  std::to_string(pending_));
+    if (parents_[static_cast<std::size_t>(node)] != want_parent)
+      throw std::invalid_argument(
+          "llama2c::model::commit: path[" + std::to_string(k) + "] = " + std::to_string(node) +
+          " has parent " + std::to_string(parents_[static_cast<std::size_t>(node)]) +
+          ", expected " + std::to_string(want_parent) + " (a chain from a root)");
+  }
+  // path[k] >= k and increasing, so ascending moves never overwrite a row still to be read.
+  for (std::size_t k = 0; k < path.size(); ++k) {
+    const auto from = static_cast<Eigen::Index>(size_ + static_cast<std::size_t>(path[k]));
+    const auto to = static_cast<Eigen::Index>(size_ + k);
+    if (from == to) continue;
+    for (std::size_t l = 0; l < layers_; ++l) {
+      k_cache_[l].row(to) = k_cache_[l].row(from);
+      v_cache_[l].row(to) = v_cache_[l].row(from);
+    }
+  }
+  size_ += path.size();
+  pending_ = 0;
+}
+
+inline void model::ensure_cache_rows(std::size_t rows) {
+  const auto r = static_cast<Eigen::Index>(rows);
+  const auto kv = static_cast<Eigen::Index>(cfg().kv_dim());
+  if (!k_cache_.empty() && k_cache_[0].rows() >= r) return;
+  for (std::size_t l = 0; l < layers_; ++l) {
+    k_cache_[l].conservativeResize(r, kv);
+    v_cache_[l].conservativeResize(r, kv);
+  }
+  scores_.resize(scores_.rows(), r);  // contents are scratch
+}
+
+inline void model::ensure_scratch(std::size_t n) {
+  const auto have = x_.rows();
+  if (static_cast<std::size_t>(have) >= n) return;
+  const auto rows = static_cast<Eigen::Index>(std::max<std::size_t>(n, 2 * static_cast<std::size_t>(have)));
+  const config& c = cfg();
+  const auto dim = static_cast<Eigen::Index>(c.dim), hid = static_cast<Eigen::Index>(c.hidden_dim);
+  x_.resize(rows, dim);
+  xb_.resize(rows, dim);
+  q_.resize(rows, dim);
+  att_.resize(rows, dim);
+  h1_.resize(rows, hid);
+  h3_.resize(rows, hid);
+  scores_.resize(rows, k_cache_.empty() ? 0 : k_cache_[0].rows());
+  cos_.resize(rows, static_cast<Eigen::Index>(c.head_size() / 2));
+  sin_.resize(rows, static_cast<Eigen::Index>(c.head_size() / 2));
+}
+
+inline void model::rmsnorm(const Eigen::Ref<const row_matrix>& x, const vector_view& gain,
+                           Eigen::Ref<row_matrix> out) const {
+  const float inv_dim = 1.0f / static_cast<float>(x.cols());
+  for (Eigen::Index i = 0; i < x.rows(); ++i) {
+    const float scale = 1.0f / std::sqrt(x.row(i).squaredNorm() * inv_dim + 1e-5f);
+    out.row(i) = (x.row(i) * scale).cwiseProduct(gain);
+  }
+}
+
+inline void model::rope(Eigen::Ref<row_matrix> m, std::size_t heads) const {
+  const std::size_t hs = cfg().head_size();
+  for (Eigen::Index i = 0; i < m.rows(); ++i) {
+    float* row = m.row(i).data();
+    const float* c = cos_.row(i).data();
+    const float* s = sin_.row(i).data();
+    for (std::size_t h = 0; h < heads; ++h) {
+      float* v = row + h * hs;
+      for (std::size_t j = 0; j < hs / 2; ++j) {
+        const float v0 = v[2 * j], v1 = v[2 * j + 1];
+        v[2 * j] = v0 * c[j] - v1 * s[j];
+        v[2 * j + 1] = v0 * s[j] + v1 * c[j];
+      }
+    }
+  }
+}
+
+inline void model::forward(std::span<const token_id> tokens, bool tree, std::span<float> logits) {
+  const config& c = cfg();
+  const std::size_t n = tokens.size();
+  ensure_scratch(n);
+  const auto N = static_cast<Eigen::Index>(n);
+  const auto base = static_cast<Eigen::Index>(size_);
+  const auto T = base + N;  // cache rows attended to (the tree's included)
+  const std::size_t hs = c.head_size();
+  const auto ihs = static_cast<Eigen::Index>(hs);
+  const std::size_t group = c.n_heads / c.n_kv_heads;
+  const float att_scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+
+  auto x = x_.topRows(N);
+  auto xb = xb_.topRows(N);
+  auto q = q_.topRows(N);
+  auto att = att_.topRows(N);
+  auto h1 = h1_.topRows(N);
+  auto h3 = h3_.topRows(N);
+  for (Eigen::Index i = 0; i < N; ++i) {
+    x.row(i) = w_->token_embedding().row(tokens[static_cast<std::size_t>(i)]);
+    const auto pos = static_cast<float>(positions_[static_cast<std::size_t>(i)]);
+    for (std::size_t j = 0; j < hs / 2; ++j) {
+      const float angle = pos * inv_freq_[j];
+      cos_(i, static_cast<Eigen::Index>(j)) = std::cos(angle);
+      sin_(i, static_cast<Eigen::Index>(j)) = std::sin(angle);
+    }
+  }
+
+  for (std::size_t l = 0; l < layers_; ++l) {
+    const layer_weights& lw = w_->layer(l);
+    row_matrix& kc = k_cache_[l];
+    row_matrix& vc = v_cache_[l];
+    rmsnorm(x, lw.rms_att, xb);
+    q.noalias() = xb * lw.wq.transpose();
+    kc.middleRows(base, N).noalias() = xb * lw.wk.transpose();
+    vc.middleRows(base, N).noalias() = xb * lw.wv.transpose();
+    rope(q, c.n_heads);
+    rope(kc.middleRows(base, N), c.n_kv_heads);
+
+    for (std::size_t h = 0; h < c.n_heads; ++h) {
+      const auto qcol = static_cast<Eigen::Index>(h * hs);
+      const auto kvcol = static_cast<Eigen::Index>((h / group) * hs);
+      auto s = scores_.topLeftCorner(N, T);
+      s.noalias() = q.middleCols(qcol, ihs) * kc.block(0, kvcol, T, ihs).transpose();
+      for (Eigen::Index i = 0; i < N; ++i) {
+        auto row = s.row(i);
+        // Causal: the context and batch rows 0..i. Tree: the context and the ancestors of i.
+        const Eigen::Index len = tree ? T : base + i + 1;
+        auto live = row.head(len);
+        live *= att_scale;
+        if (tree) {
+          const unsigned char* ok = allowed_.data() + static_cast<std::size_t>(i) * n;
+          for (std::size_t j = 0; j < n; ++j)
+            if (!ok[j]) live(base + static_cast<Eigen::Index>(j)) = neg_inf;
+        }
+        const float mx = live.maxCoeff();
+        live = (live.array() - mx).exp();
+        live /= live.sum();
+        row.tail(T - len).setZero();
+      }
+      att.middleCols(qcol, ihs).noalias() = s * vc.block(0, kvcol, T, ihs);
+    }
+    x.noalias() += att * lw.wo.transpose();
+
+    rmsnorm(x, lw.rms_ffn, xb);
+    h1.noalias() = xb * lw.w1.transpose();
+    h3.noalias() = xb * lw.w3.transpose();
+    h1 = (h1.array() / (1.0f + (-h1.array()).exp())) * h3.array();  // SiLU(w1 x) * (w3 x)
+    x.noalias() += h1 * lw.w2.transpose();
+  }
+
+  rmsnorm(x, w_->rms_final(), xb);
+  Eigen::Map<row_matrix> out(logits.data(), N, static_cast<Eigen::Index>(c.vocab_size));
+  out.noalias() = xb * w_->classifier().transpose();
+}
+
+}  // namespace specdec::llama2c
