@@ -1,0 +1,199 @@
+// specdec/detail/ngram_index.hpp - the incremental n-gram occurrence index behind ngram_drafter.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "specdec/types.hpp"
+
+namespace specdec::detail {
+
+/**
+ * A depth-bounded suffix trie over the reversed token stream, stored as one open-addressing hash
+ * table per n-gram length m = 1..max_m.
+ *
+ * The m-gram ending at position e is the class of (class of the (m-1)-gram ending at e, the token
+ * at e - m + 1); a class is identified by the end position of its first occurrence. A table slot
+ * keys a class by exactly that (parent class, token) pair, so equal keys mean equal n-grams: no
+ * hash collision can produce a false match and no stored tokens are re-compared. The hash used to
+ * place a slot is a polynomial hash of the n-gram's tokens, which depends on the tokens alone, so
+ * the home slots of all lengths are known (and prefetched) before the first one is resolved.
+ *
+ * Per indexed position e and per length m in [min_m, max_m] the index keeps `prev(e, m)`, the end
+ * of the previous occurrence of the same m-gram (or `none`): walking `prev` lists occurrences from
+ * the most recent back. Each class also remembers its most recent occurrence ending at or before
+ * `prompt_limit` (for prompt-only search).
+ *
+ * Cost: push is O(max_m) expected (amortised over table growth); memory O(n * max_m).
+ */
+class ngram_index {
+ public:
+  static constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+
+  ngram_index() = default;
+  ngram_index(std::size_t min_m, std::size_t max_m) { configure(min_m, max_m); }
+
+  void configure(std::size_t min_m, std::size_t max_m) {
+    min_m_ = min_m;
+    max_m_ = max_m;
+    levels_ = max_m - min_m + 1;
+    tables_.assign(max_m_, table{});
+    for (auto& t : tables_) t.init(initial_capacity);
+    last_ids_.assign(max_m_, none);
+    clear();
+  }
+
+  /// Forgets every token; keeps the table capacity for reuse. O(capacity).
+  void clear() {
+    tokens_.clear();
+    prev_.clear();
+    prompt_head_.clear();
+    for (auto& t : tables_) t.clear();
+    std::fill(last_ids_.begin(), last_ids_.end(), none);
+  }
+
+  /// Occurrences ending at e < count are prompt occurrences (see prompt_head_of_last). Call it on
+  /// an empty index: positions indexed before the call are not recorded.
+  void set_prompt_count(std::uint32_t count) {
+    prompt_count_ = count;
+    prompt_head_.assign(static_cast<std::size_t>(prompt_count_) * levels_, none);
+  }
+
+  std::size_t size() const noexcept { return tokens_.size(); }
+  std::span<const token_id> tokens() const noexcept { return tokens_; }
+
+  /// End of the previous occurrence of the m-gram ending at e, or `none`. O(1).
+  std::uint32_t prev(std::uint32_t e, std::size_t m) const noexcept {
+    return prev_[static_cast<std::size_t>(e) * levels_ + (m - min_m_)];
+  }
+
+  /// Most recent prompt occurrence (end < prompt count) of the m-gram that ends at the last
+  /// indexed position (possibly that position itself), or `none`. O(1).
+  std::uint32_t prompt_head_of_last(std::size_t m) const noexcept {
+    const std::uint32_t id = last_ids_[m - 1];
+    if (id == none || id >= prompt_count_) return none;
+    return prompt_head_[static_cast<std::size_t>(id) * levels_ + (m - min_m_)];
+  }
+
+  /// Appends one token and indexes the n-grams of lengths 1..max_m that end at it.
+  void push(token_id t) {
+    tokens_.push_back(t);
+    const auto e = static_cast<std::uint32_t>(tokens_.size() - 1);
+    const std::size_t depth = std::min<std::size_t>(max_m_, tokens_.size());
+    std::uint64_t hashes[max_levels];
+    std::uint64_t h = 0;
+    for (std::size_t m = 1; m <= depth; ++m) {
+      h = extend(h, tokens_[e - (m - 1)]);
+      hashes[m - 1] = h;
+      tables_[m - 1].prefetch(h);
+    }
+    prev_.resize(prev_.size() + levels_, none);
+    std::uint32_t parent = root;
+    for (std::size_t m = 1; m <= depth; ++m) {
+      const auto tok = static_cast<std::uint32_t>(tokens_[e - (m - 1)]);
+      auto [id, before] = tables_[m - 1].upsert(hashes[m - 1], parent, tok, e, m, tokens_);
+      if (m >= min_m_) {
+        prev_[static_cast<std::size_t>(e) * levels_ + (m - min_m_)] = before;
+        if (e < prompt_count_)
+          prompt_head_[static_cast<std::size_t>(id) * levels_ + (m - min_m_)] = e;
+      }
+      last_ids_[m - 1] = id;
+      parent = id;
+    }
+    for (std::size_t m = depth + 1; m <= max_m_; ++m) last_ids_[m - 1] = none;
+  }
+
+  static constexpr std::size_t max_levels = 64;
+
+ private:
+  static constexpr std::uint32_t root = none - 1;
+  static constexpr std::size_t initial_capacity = 64;
+
+  static std::uint64_t extend(std::uint64_t h, token_id t) noexcept {
+    return (h + static_cast<std::uint32_t>(t) + 1) * 0x9E3779B97F4A7C15ULL;
+  }
+  static std::uint64_t finalise(std::uint64_t h) noexcept {
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    return h ^ (h >> 29);
+  }
+
+  struct slot {
+    std::uint32_t parent;
+    std::uint32_t token;
+    std::uint32_t id;    // end of the first occurrence; `none` marks an empty slot
+    std::uint32_t head;  // end of the most recent occurrence
+  };
+
+  struct upsert_result {
+    std::uint32_t id;
+    std::uint32_t previous_head;
+  };
+
+  // Linear probing, load factor <= 1/2.
+  struct table {
+    std::vector<slot> slots;
+    std::size_t mask = 0;
+    std::size_t used = 0;
+
+    void init(std::size_t capacity) {
+      slots.assign(capacity, slot{0, 0, none, none});
+      mask = capacity - 1;
+      used = 0;
+    }
+    void clear() {
+      std::fill(slots.begin(), slots.end(), slot{0, 0, none, none});
+      used = 0;
+    }
+    void prefetch([[maybe_unused]] std::uint64_t h) const noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+      __builtin_prefetch(&slots[finalise(h) & mask]);
+#endif
+    }
+    upsert_result upsert(std::uint64_t h, std::uint32_t parent, std::uint32_t tok, std::uint32_t e,
+                         std::size_t m, const std::vector<token_id>& tokens) {
+      if (2 * (used + 1) > slots.size()) grow(m, tokens);
+      for (std::size_t i = finalise(h) & mask;; i = (i + 1) & mask) {
+        slot& s = slots[i];
+        if (s.id == none) {
+          s = slot{parent, tok, e, e};
+          ++used;
+          return {e, none};
+        }
+        if (s.parent == parent && s.token == tok) {
+          const std::uint32_t before = s.head;
+          s.head = e;
+          return {s.id, before};
+        }
+      }
+    }
+    // Doubles the table; a slot's home is recomputed from the tokens of its latest occurrence.
+    void grow(std::size_t m, const std::vector<token_id>& tokens) {
+      std::vector<slot> old(slots.size() * 2, slot{0, 0, none, none});
+      old.swap(slots);
+      mask = slots.size() - 1;
+      for (const slot& s : old) {
+        if (s.id == none) continue;
+        std::uint64_t h = 0;
+        for (std::size_t j = 0; j < m; ++j) h = extend(h, tokens[s.head - j]);
+        std::size_t i = finalise(h) & mask;
+        while (slots[i].id != none) i = (i + 1) & mask;
+        slots[i] = s;
+      }
+    }
+  };
+
+  std::size_t min_m_ = 1, max_m_ = 1, levels_ = 1;
+  std::uint32_t prompt_count_ = 0;
+  std::vector<token_id> tokens_;
+  std::vector<std::uint32_t> prev_;         // [e * levels + (m - min_m)]
+  std::vector<std::uint32_t> prompt_head_;  // [class id * levels + (m - min_m)], ids < prompt count
+  std::vector<std::uint32_t> last_ids_;     // class of the m-gram ending at the last position
+  std::vector<table> tables_;               // tables_[m - 1] holds the m-grams
+};
+
+}  // namespace specdec::detail

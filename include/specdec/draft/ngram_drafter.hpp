@@ -1,0 +1,286 @@
+// specdec/draft/ngram_drafter.hpp - prompt lookup drafting from an incremental n-gram index.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "specdec/concepts/drafter.hpp"
+#include "specdec/detail/ngram_index.hpp"
+#include "specdec/math/rng.hpp"
+#include "specdec/math/sampling_params.hpp"
+#include "specdec/types.hpp"
+
+namespace specdec {
+
+/// Which earlier occurrence of the matched n-gram supplies the draft.
+enum class ngram_match_policy {
+  /// The latest occurrence (largest end position).
+  most_recent,
+  /// The occurrence with the most continuation tokens available, counted up to K; among several
+  /// that offer all K, the latest. Differs from most_recent only when the latest occurrence ends
+  /// within K tokens of the search end (typically inside a run such as "aaaa" or "abab").
+  longest_continuation,
+};
+
+/// Which part of the history is searched for earlier occurrences.
+enum class ngram_search_policy {
+  /// Prompt and generated tokens: every position before the current suffix.
+  prompt_and_generated,
+  /// The prompt alone, as if it were a separate document: the n-gram and its continuation must
+  /// both lie inside the prompt. The prompt is the first history seen after construction or
+  /// reset(), unless set_prompt_length() says otherwise.
+  prompt_only,
+};
+
+/**
+ * Settings of ngram_drafter; validate() throws std::invalid_argument naming the field and bound.
+ *
+ * Defaults: n-grams of 4 down to 2 tokens and drafts of at most 8 tokens. Unigram matches
+ * (min_ngram = 1) fire on almost every step, since nearly every token has occurred before, and
+ * mostly propose tokens the target rejects, which costs verification work for nothing; 2 tokens
+ * are the shortest context that predicts source text and edits well. Beyond 4 tokens the matched
+ * occurrence rarely changes, so longer n-grams add index memory and update time for little gain
+ * (see docs/ngram.md for the replay measurements behind these numbers).
+ */
+struct ngram_options {
+  std::size_t min_ngram = 2;   ///< shortest suffix that may match, >= 1.
+  std::size_t max_ngram = 4;   ///< longest suffix tried first, in [min_ngram, 64].
+  std::size_t max_draft = 8;   ///< cap on the draft length K, >= 1; propose(k) uses min(k, cap).
+  ngram_match_policy match = ngram_match_policy::most_recent;
+  ngram_search_policy search = ngram_search_policy::prompt_and_generated;
+  std::size_t max_candidate_scan = 64;  ///< occurrences examined per n-gram length by
+                                        ///< propose_candidates, >= 1.
+
+  void validate() const {
+    if (min_ngram < 1)
+      throw std::invalid_argument("ngram_options.min_ngram: must be >= 1, got " +
+                                  std::to_string(min_ngram));
+    if (min_ngram > max_ngram)
+      throw std::invalid_argument("ngram_options.min_ngram: must be <= max_ngram (" +
+                                  std::to_string(max_ngram) + "), got " +
+                                  std::to_string(min_ngram));
+    if (max_ngram > detail::ngram_index::max_levels)
+      throw std::invalid_argument("ngram_options.max_ngram: must be <= " +
+                                  std::to_string(detail::ngram_index::max_levels) + ", got " +
+                                  std::to_string(max_ngram));
+    if (max_draft < 1)
+      throw std::invalid_argument("ngram_options.max_draft: must be >= 1, got " +
+                                  std::to_string(max_draft));
+    if (max_candidate_scan < 1)
+      throw std::invalid_argument("ngram_options.max_candidate_scan: must be >= 1, got " +
+                                  std::to_string(max_candidate_scan));
+  }
+};
+
+/**
+ * Prompt lookup ("n-gram") drafter: finds the longest suffix of the history, max_ngram tokens down
+ * to min_ngram, that occurred earlier, and proposes the up to K tokens that followed that earlier
+ * occurrence. Only tokens that exist are proposed, so a draft is shorter than K when the
+ * occurrence ends near the end of the searched text; no match gives an empty draft. Drafts are
+ * deterministic: `draft::q` is left with no rows. Models specdec::Drafter.
+ *
+ * Index: a suffix trie over the reversed stream, bounded at depth max_ngram and stored as exact
+ * hash tables keyed by (class of the (m-1)-token suffix, next token) - see detail/ngram_index.hpp.
+ * Chosen over a rolling hash of whole n-grams because keys compare exactly in O(1) (no token
+ * re-verification, so an update is O(max_ngram) rather than O(max_ngram^2), and collisions can
+ * never match), and over a suffix automaton because the drafter needs the most recent occurrence
+ * and a walk over older ones: the trie keeps a per-position "previous occurrence" link for that in
+ * O(1), whereas an automaton's end positions must be propagated along suffix links (unbounded
+ * work per token) and its matches are unbounded in length, which the n-gram range caps anyway.
+ *
+ * Incremental: history only grows between resets. Each call indexes only the tokens appended since
+ * the last call (accept() indexes its tokens at once). A history shorter than the indexed one, or
+ * one whose first or last indexed token differs (an O(1) spot check), is treated as a new
+ * sequence and the index is rebuilt; a caller that rewrites tokens in the middle must call reset().
+ *
+ * Cost: index update O(max_ngram) expected, amortised, per appended token; propose
+ * O(max_ngram + K); memory O(context * max_ngram) (about 4 * (max_ngram - min_ngram + 2) bytes
+ * per token plus up to max_ngram 16-byte table slots per distinct n-gram at load <= 1/2).
+ * Not thread-safe: one drafter per sequence; distinct drafters are independent. Contexts are
+ * limited to 2^32 - 2 tokens (std::length_error beyond).
+ */
+class ngram_drafter {
+ public:
+  /// Throws std::invalid_argument when `options` is invalid (see ngram_options::validate).
+  explicit ngram_drafter(ngram_options options = {}) : options_(options) {
+    options_.validate();
+    index_.configure(options_.min_ngram, options_.max_ngram);
+  }
+
+  const ngram_options& options() const noexcept { return options_; }
+
+  /// specdec::Drafter: out <- up to min(k, max_draft) tokens, out.q with no rows. `sp` and `g` are
+  /// unused (lookup is deterministic). O(new tokens * max_ngram + max_ngram + K).
+  void propose(std::span<const token_id> history, std::size_t k,
+               [[maybe_unused]] const sampling_params& sp, [[maybe_unused]] rng& g, draft& out) {
+    out.clear();
+    propose_into(history, k, out.tokens);
+  }
+
+  /// Engine-friendly form of propose: the draft tokens (empty when nothing matches).
+  std::vector<token_id> propose(std::span<const token_id> history, std::size_t k) {
+    std::vector<token_id> out;
+    propose_into(history, k, out);
+    return out;
+  }
+
+  /// Like propose, writing into `out` (cleared first) to reuse its capacity.
+  void propose_into(std::span<const token_id> history, std::size_t k, std::vector<token_id>& out) {
+    out.clear();
+    sync(history);
+    k = std::min(k, options_.max_draft);
+    const std::size_t limit = search_limit();
+    if (k == 0 || limit < 2) return;
+    for (std::size_t m = std::min(options_.max_ngram, index_.size()); m >= options_.min_ngram;
+         --m) {
+      std::uint32_t e = first_occurrence(m, limit);
+      if (e == none) continue;
+      if (options_.match == ngram_match_policy::longest_continuation) e = longest(e, m, k, limit);
+      append_continuation(e, k, limit, out);
+      return;
+    }
+  }
+
+  /**
+   * Up to n pairwise different continuations (each up to min(k, max_draft) tokens) taken from
+   * different earlier occurrences, for a multi-candidate (trie) verifier. Order: longest matching
+   * n-gram first; within one length, most recent occurrence first; shorter lengths fill the
+   * remaining places. At most max_candidate_scan occurrences are examined per length. Under
+   * most_recent, element 0 equals propose(history, k). O(max_ngram * max_candidate_scan * k * n).
+   */
+  std::vector<std::vector<token_id>> propose_candidates(std::span<const token_id> history,
+                                                        std::size_t k, std::size_t n) {
+    sync(history);
+    std::vector<std::vector<token_id>> result;
+    k = std::min(k, options_.max_draft);
+    const std::size_t limit = search_limit();
+    if (k == 0 || n == 0 || limit < 2) return result;
+    std::vector<token_id> candidate;
+    for (std::size_t m = std::min(options_.max_ngram, index_.size()); m >= options_.min_ngram;
+         --m) {
+      std::uint32_t e = first_occurrence(m, limit);
+      for (std::size_t scanned = 0; e != none && scanned < options_.max_candidate_scan;
+           ++scanned, e = index_.prev(e, m)) {
+        candidate.clear();
+        append_continuation(e, k, limit, candidate);
+        if (std::find(result.begin(), result.end(), candidate) != result.end()) continue;
+        result.push_back(candidate);
+        if (result.size() == n) return result;
+      }
+    }
+    return result;
+  }
+
+  /// specdec::Drafter: indexes tokens that joined the history. Ignored before the first propose
+  /// after reset (the next history is then indexed whole). O(c.size() * max_ngram).
+  void accept(std::span<const token_id> committed) {
+    if (!synced_) return;
+    check_length(index_.size() + committed.size());
+    for (const token_id t : committed) index_.push(t);
+  }
+
+  /// specdec::Drafter: forgets the sequence and any set_prompt_length. Keeps allocated capacity.
+  void reset() {
+    index_.clear();
+    synced_ = false;
+    prompt_explicit_ = false;
+    prompt_length_ = 0;
+  }
+
+  /// Declares the first `n` tokens of the sequence to be the prompt (for prompt_only search),
+  /// overriding the first-history rule until reset(). Rebuilds the index if it holds tokens.
+  void set_prompt_length(std::size_t n) {
+    prompt_explicit_ = true;
+    prompt_length_ = n;
+    if (synced_) {
+      const std::vector<token_id> copy(index_.tokens().begin(), index_.tokens().end());
+      rebuild(copy);
+    }
+  }
+
+  /// The prompt length in use (0 before the first history after reset, unless set).
+  std::size_t prompt_length() const noexcept { return prompt_length_; }
+
+  /// Number of indexed tokens (the history length as of the last call).
+  std::size_t size() const noexcept { return index_.size(); }
+
+ private:
+  static constexpr std::uint32_t none = detail::ngram_index::none;
+
+  static void check_length(std::size_t n) {
+    if (n >= static_cast<std::size_t>(none) - 1)
+      throw std::length_error("ngram_drafter: history longer than 2^32 - 2 tokens");
+  }
+
+  // Brings the index up to `history`: appends its new tokens, or rebuilds on a mismatch.
+  void sync(std::span<const token_id> history) {
+    const std::size_t n = index_.size();
+    const auto known = index_.tokens();
+    if (!synced_ || history.size() < n ||
+        (n > 0 && (history[0] != known[0] || history[n - 1] != known[n - 1]))) {
+      rebuild(history);
+      return;
+    }
+    check_length(history.size());
+    for (std::size_t i = n; i < history.size(); ++i) index_.push(history[i]);
+  }
+
+  void rebuild(std::span<const token_id> history) {
+    check_length(history.size());
+    index_.clear();
+    synced_ = false;
+    if (!prompt_explicit_) prompt_length_ = history.size();
+    const std::size_t prompt_count = prompt_length_ > 0 ? prompt_length_ - 1 : 0;
+    index_.set_prompt_count(static_cast<std::uint32_t>(std::min<std::size_t>(prompt_count, none)));
+    for (const token_id t : history) index_.push(t);
+    synced_ = true;
+  }
+
+  // Occurrences must end at or before limit - 2 so that at least one token follows them.
+  std::size_t search_limit() const noexcept {
+    return options_.search == ngram_search_policy::prompt_only
+               ? std::min(prompt_length_, index_.size())
+               : index_.size();
+  }
+
+  // The latest earlier occurrence of the current m-token suffix that ends before limit - 1.
+  std::uint32_t first_occurrence(std::size_t m, std::size_t limit) const noexcept {
+    std::uint32_t e = options_.search == ngram_search_policy::prompt_only
+                          ? index_.prompt_head_of_last(m)
+                          : index_.prev(static_cast<std::uint32_t>(index_.size() - 1), m);
+    while (e != none && e + 2 > limit) e = index_.prev(e, m);
+    return e;
+  }
+
+  // longest_continuation: visits at most k + 1 occurrences, since all those offering fewer than
+  // k tokens end within the last k positions of the searched text.
+  std::uint32_t longest(std::uint32_t e, std::size_t m, std::size_t k,
+                        std::size_t limit) const noexcept {
+    std::uint32_t best = e;
+    for (; e != none; e = index_.prev(e, m)) {
+      best = e;
+      if (limit - 1 - e >= k) break;
+    }
+    return best;
+  }
+
+  void append_continuation(std::uint32_t e, std::size_t k, std::size_t limit,
+                           std::vector<token_id>& out) const {
+    const std::size_t count = std::min(k, limit - 1 - e);
+    const auto tokens = index_.tokens().subspan(e + 1, count);
+    out.insert(out.end(), tokens.begin(), tokens.end());
+  }
+
+  ngram_options options_;
+  detail::ngram_index index_;
+  std::size_t prompt_length_ = 0;
+  bool prompt_explicit_ = false;
+  bool synced_ = false;
+};
+
+}  // namespace specdec

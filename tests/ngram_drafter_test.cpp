@@ -1,0 +1,335 @@
+#include <catch2/catch.hpp>
+#include <specdec/draft/ngram_drafter.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+using specdec::ngram_drafter;
+using specdec::ngram_match_policy;
+using specdec::ngram_options;
+using specdec::ngram_search_policy;
+using specdec::token_id;
+using tokens = std::vector<token_id>;
+
+namespace {
+
+// The reference: rescans the whole history on every call, straight from the definition.
+struct naive_prompt_lookup {
+  ngram_options o;
+  std::size_t prompt_length = 0;
+
+  std::size_t limit(const tokens& h) const {
+    return o.search == ngram_search_policy::prompt_only ? std::min(prompt_length, h.size())
+                                                        : h.size();
+  }
+  // Ends e (descending) of earlier occurrences of the m-token suffix with a token after them.
+  std::vector<std::size_t> occurrences(const tokens& h, std::size_t m) const {
+    std::vector<std::size_t> ends;
+    const std::size_t n = h.size(), lim = limit(h);
+    if (lim < 2 || m > n) return ends;
+    for (std::size_t e = lim - 2 + 1; e-- > 0;) {
+      if (e + 1 < m) break;
+      if (std::equal(h.begin() + static_cast<std::ptrdiff_t>(e + 1 - m),
+                     h.begin() + static_cast<std::ptrdiff_t>(e + 1),
+                     h.begin() + static_cast<std::ptrdiff_t>(n - m)))
+        ends.push_back(e);
+    }
+    return ends;
+  }
+  tokens continuation(const tokens& h, std::size_t e, std::size_t k) const {
+    const std::size_t count = std::min(k, limit(h) - 1 - e);
+    return tokens(h.begin() + static_cast<std::ptrdiff_t>(e + 1),
+                  h.begin() + static_cast<std::ptrdiff_t>(e + 1 + count));
+  }
+  tokens propose(const tokens& h, std::size_t k) const {
+    k = std::min(k, o.max_draft);
+    if (k == 0) return {};
+    for (std::size_t m = o.max_ngram; m >= o.min_ngram; --m) {
+      const auto ends = occurrences(h, m);
+      if (ends.empty()) continue;
+      std::size_t best = ends.front();
+      if (o.match == ngram_match_policy::longest_continuation) {
+        std::size_t best_len = 0;
+        for (std::size_t e : ends) {  // descending: '>' keeps the latest among equals
+          const std::size_t len = std::min(k, limit(h) - 1 - e);
+          if (len > best_len) best = e, best_len = len;
+        }
+      }
+      return continuation(h, best, k);
+    }
+    return {};
+  }
+  std::vector<tokens> candidates(const tokens& h, std::size_t k, std::size_t n) const {
+    std::vector<tokens> out;
+    k = std::min(k, o.max_draft);
+    if (k == 0 || n == 0) return out;
+    for (std::size_t m = o.max_ngram; m >= o.min_ngram; --m) {
+      const auto ends = occurrences(h, m);
+      for (std::size_t i = 0; i < ends.size() && i < o.max_candidate_scan; ++i) {
+        auto c = continuation(h, ends[i], k);
+        if (std::find(out.begin(), out.end(), c) != out.end()) continue;
+        out.push_back(std::move(c));
+        if (out.size() == n) return out;
+      }
+    }
+    return out;
+  }
+};
+
+// Small deterministic generator for streams (independent of specdec::rng).
+struct lcg {
+  std::uint64_t s;
+  std::uint64_t next() {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return s >> 33;
+  }
+  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
+};
+
+// Random tokens over a small alphabet; with `repetitive`, mostly copies of earlier spans.
+token_id next_token(lcg& g, const tokens& h, std::size_t alphabet, bool repetitive,
+                    std::size_t& copy_from) {
+  if (repetitive && copy_from != SIZE_MAX && copy_from < h.size() && g.below(8) != 0)
+    return h[copy_from++];
+  if (repetitive && !h.empty() && g.below(4) == 0) {
+    copy_from = g.below(h.size());
+    return h[copy_from++];
+  }
+  copy_from = SIZE_MAX;
+  return static_cast<token_id>(g.below(alphabet));
+}
+
+}  // namespace
+
+TEST_CASE("ngram_drafter: models specdec::Drafter") {
+  STATIC_REQUIRE(specdec::Drafter<specdec::ngram_drafter>);
+  STATIC_REQUIRE(specdec::detail::check_drafter<specdec::ngram_drafter>());
+}
+
+TEST_CASE("ngram_drafter: options are validated at construction") {
+  SECTION("min_ngram == 0") {
+    REQUIRE_THROWS_WITH(ngram_drafter({.min_ngram = 0}),
+                        "ngram_options.min_ngram: must be >= 1, got 0");
+  }
+  SECTION("min_ngram > max_ngram") {
+    REQUIRE_THROWS_WITH(ngram_drafter({.min_ngram = 5, .max_ngram = 4}),
+                        "ngram_options.min_ngram: must be <= max_ngram (4), got 5");
+    REQUIRE_THROWS_AS(ngram_drafter({.min_ngram = 3, .max_ngram = 2}), std::invalid_argument);
+  }
+  SECTION("max_ngram too large") {
+    REQUIRE_THROWS_WITH(ngram_drafter({.max_ngram = 65}),
+                        "ngram_options.max_ngram: must be <= 64, got 65");
+  }
+  SECTION("max_draft == 0") {
+    REQUIRE_THROWS_WITH(ngram_drafter({.max_draft = 0}),
+                        "ngram_options.max_draft: must be >= 1, got 0");
+  }
+  SECTION("max_candidate_scan == 0") {
+    REQUIRE_THROWS_WITH(ngram_drafter({.max_candidate_scan = 0}),
+                        "ngram_options.max_candidate_scan: must be >= 1, got 0");
+  }
+  SECTION("defaults are valid") {
+    const ngram_options o;
+    CHECK(o.min_ngram == 2);
+    CHECK(o.max_ngram == 4);
+    CHECK(o.max_draft == 8);
+    CHECK(o.match == ngram_match_policy::most_recent);
+    CHECK(o.search == ngram_search_policy::prompt_and_generated);
+    CHECK_NOTHROW(o.validate());
+  }
+}
+
+TEST_CASE("ngram_drafter: edge cases") {
+  ngram_drafter d({.min_ngram = 2, .max_ngram = 3, .max_draft = 4});
+  SECTION("empty context proposes nothing") { CHECK(d.propose(tokens{}, 4).empty()); }
+  SECTION("context shorter than min_ngram proposes nothing") {
+    CHECK(d.propose(tokens{7}, 4).empty());
+  }
+  SECTION("k == 0 proposes nothing, even with a match") {
+    CHECK(d.propose(tokens{1, 2, 3, 1, 2}, 0).empty());
+    CHECK(d.propose(tokens{1, 2, 3, 1, 2}, 4) == tokens{3, 1, 2});
+  }
+  SECTION("no earlier occurrence proposes nothing") {
+    CHECK(d.propose(tokens{1, 2, 3, 4, 5}, 4).empty());
+  }
+  SECTION("the only occurrence is the suffix itself: nothing") {
+    CHECK(d.propose(tokens{5, 1, 2}, 4).empty());
+  }
+  SECTION("a match right before the end continues with the tokens that exist") {
+    // Suffix (2, 2) also ends at position 1; only token 2 (position 2) follows it.
+    CHECK(d.propose(tokens{2, 2, 2}, 4) == tokens{2});
+  }
+  SECTION("the longest matching n-gram wins over a more recent shorter one") {
+    // 3-gram (1,2,3) occurs at 0..2 (followed by 7); 2-gram (2,3) most recently at 5..6 (then 9).
+    CHECK(d.propose(tokens{1, 2, 3, 7, 8, 2, 3, 9, 1, 2, 3}, 4) == tokens{7, 8, 2, 3});
+  }
+  SECTION("k is capped by max_draft") {
+    CHECK(d.propose(tokens{1, 2, 3, 4, 5, 6, 7, 8, 1, 2}, 100) == tokens{3, 4, 5, 6});
+  }
+  SECTION("the Drafter form leaves q without rows") {
+    specdec::draft out;
+    specdec::rng g(1);
+    d.propose(tokens{1, 2, 3, 1, 2}, 4, specdec::sampling_params{}, g, out);
+    CHECK(out.tokens == tokens{3, 1, 2});
+    CHECK(out.deterministic());
+  }
+}
+
+TEST_CASE("ngram_drafter: match policies break ties as documented") {
+  // (1,2) occurs at 0..1 (then 3,4,5,6,...), at 6..7 (then 9,1,2), and at the end.
+  const tokens h{1, 2, 3, 4, 5, 6, 1, 2, 9, 1, 2};
+  SECTION("most_recent takes the latest occurrence even if it is cut short") {
+    ngram_drafter d({.max_ngram = 2, .max_draft = 5});
+    CHECK(d.propose(h, 5) == tokens{9, 1, 2});
+  }
+  SECTION("longest_continuation takes the one offering the most tokens up to K") {
+    ngram_drafter d({.max_ngram = 2, .max_draft = 5,
+                     .match = ngram_match_policy::longest_continuation});
+    CHECK(d.propose(h, 5) == tokens{3, 4, 5, 6, 1});
+    // With K = 3 both earlier occurrences offer 3 tokens: the latest wins.
+    CHECK(d.propose(h, 3) == tokens{9, 1, 2});
+  }
+}
+
+TEST_CASE("ngram_drafter: prompt_only searches the prompt as a separate document") {
+  ngram_drafter d({.max_ngram = 2, .search = ngram_search_policy::prompt_only});
+  const tokens prompt{1, 2, 3, 4, 9};
+  CHECK(d.propose(prompt, 8).empty());
+  CHECK(d.prompt_length() == 5);
+  d.accept(tokens{1, 2});  // history 1 2 3 4 9 1 2: continuation stops at the prompt end
+  CHECK(d.propose(tokens{1, 2, 3, 4, 9, 1, 2}, 8) == tokens{3, 4, 9});
+  d.accept(tokens{5, 1, 2});  // a generated (1,2) is not searched
+  CHECK(d.propose(tokens{1, 2, 3, 4, 9, 1, 2, 5, 1, 2}, 8) == tokens{3, 4, 9});
+  SECTION("set_prompt_length overrides the first-history rule") {
+    d.set_prompt_length(3);
+    CHECK(d.propose(tokens{1, 2, 3, 4, 9, 1, 2, 5, 1, 2}, 8) == tokens{3});
+  }
+  SECTION("reset forgets the prompt") {
+    d.reset();
+    CHECK(d.prompt_length() == 0);
+    CHECK(d.propose(tokens{1, 2, 5, 1, 2}, 8) == tokens{5, 1, 2});
+  }
+}
+
+TEST_CASE("ngram_drafter: candidates are distinct, latest first, longest n-gram first") {
+  ngram_drafter d({.min_ngram = 1, .max_ngram = 2, .max_draft = 2});
+  // (4,1) ends at 8 and 1 (both followed by 7 7); (1) ends at 11 (5 4), 8, 4 (8 8) and 1.
+  const tokens h{4, 1, 7, 7, 1, 8, 8, 4, 1, 7, 7, 1, 5, 4, 1};
+  const auto c = d.propose_candidates(h, 2, 10);
+  REQUIRE(c.size() >= 3);
+  CHECK(c[0] == tokens{7, 7});  // (4,1) at 7..8, the latest 2-gram match
+  CHECK(c[1] == tokens{5, 4});  // then 1-gram (1) at 11, then (1) at 4
+  CHECK(c[2] == tokens{8, 8});
+  CHECK(c.size() == 3);  // (1) at 8 and at 1 repeat "7 7"
+  CHECK(d.propose_candidates(h, 2, 1) == std::vector<tokens>{tokens{7, 7}});
+  CHECK(d.propose_candidates(h, 0, 3).empty());
+  CHECK(d.propose_candidates(h, 2, 0).empty());
+}
+
+TEST_CASE("ngram_drafter: incremental index agrees with a naive rescan") {
+  struct setting {
+    std::size_t min_ngram, max_ngram, max_draft;
+  };
+  const std::vector<setting> settings{{1, 1, 4}, {1, 3, 8}, {2, 4, 8},
+                                      {3, 3, 16}, {2, 6, 5}, {1, 8, 32}};
+  const std::vector<std::size_t> ks{0, 1, 3, 8, 40};
+  std::uint64_t seed = 1;
+  std::size_t calls = 0, non_empty = 0, differs_by_policy = 0;
+  for (const auto& s : settings)
+    for (const auto match :
+         {ngram_match_policy::most_recent, ngram_match_policy::longest_continuation})
+      for (const auto search :
+           {ngram_search_policy::prompt_and_generated, ngram_search_policy::prompt_only})
+        for (const std::size_t alphabet : {2u, 3u, 6u, 40u})
+          for (const bool repetitive : {false, true}) {
+            const ngram_options o{.min_ngram = s.min_ngram,
+                                  .max_ngram = s.max_ngram,
+                                  .max_draft = s.max_draft,
+                                  .match = match,
+                                  .search = search,
+                                  .max_candidate_scan = 5};
+            INFO("min " << o.min_ngram << " max " << o.max_ngram << " cap " << o.max_draft
+                        << " match " << int(match) << " search " << int(search) << " alphabet "
+                        << alphabet << " repetitive " << repetitive);
+            ngram_drafter d(o);
+            naive_prompt_lookup ref{o};
+            lcg g{seed++};
+            tokens h;
+            bool fresh = true;         // the next history starts a new sequence
+            bool explicit_p = false;   // set_prompt_length was called since the last reset
+            std::size_t copy_from = SIZE_MAX;
+            for (int step = 0; step < 120; ++step) {
+              const std::size_t event = g.below(40);
+              std::size_t max_size = SIZE_MAX;
+              if (event == 0) {  // explicit reset
+                d.reset();
+                h.clear();
+                fresh = true;
+                explicit_p = false;
+              } else if (event == 1 && h.size() > 3) {
+                // The history shrinks without reset (a new request): detected, index rebuilt.
+                max_size = h.size() - 1;
+                h.resize(g.below(h.size()));
+                fresh = true;
+              } else if (event == 2 && search == ngram_search_policy::prompt_only) {
+                ref.prompt_length = g.below(h.size() + 4);
+                d.set_prompt_length(ref.prompt_length);
+                explicit_p = true;
+              }
+              // Append a chunk of varying size (a prompt is longer), via accept or directly.
+              const std::size_t chunk = fresh ? g.below(30) : g.below(12);
+              tokens c;
+              for (std::size_t i = 0; i < chunk && h.size() < max_size; ++i) {
+                c.push_back(next_token(g, h, alphabet, repetitive, copy_from));
+                h.push_back(c.back());
+              }
+              if (!fresh && g.below(2) == 0) d.accept(c);
+              if (fresh && !explicit_p) ref.prompt_length = h.size();
+              const std::size_t k = ks[g.below(ks.size())];
+              INFO("step " << step << " size " << h.size() << " k " << k);
+              if (g.below(4) == 0) {
+                const std::size_t n = 1 + g.below(4);
+                REQUIRE(d.propose_candidates(h, k, n) == ref.candidates(h, k, n));
+              } else {
+                const tokens got = d.propose(h, k);
+                REQUIRE(got == ref.propose(h, k));
+                ++calls;
+                non_empty += !got.empty();
+                auto other = ref;
+                other.o.match = match == ngram_match_policy::most_recent
+                                    ? ngram_match_policy::longest_continuation
+                                    : ngram_match_policy::most_recent;
+                differs_by_policy += other.propose(h, k) != got;
+              }
+              fresh = false;
+            }
+          }
+  // The streams exercise matches, misses and both tie-break rules.
+  CHECK(non_empty > calls / 3);
+  CHECK(non_empty < calls);
+  CHECK(differs_by_policy > calls / 50);
+}
+
+TEST_CASE("ngram_drafter: a long repetitive stream stays exact") {
+  ngram_drafter d({.min_ngram = 2, .max_ngram = 5, .max_draft = 16});
+  naive_prompt_lookup ref{d.options()};
+  lcg g{99};
+  tokens h;
+  std::size_t copy_from = SIZE_MAX;
+  for (int i = 0; i < 3000; ++i) h.push_back(next_token(g, h, 50, true, copy_from));
+  ref.prompt_length = h.size();
+  REQUIRE(d.propose(h, 16) == ref.propose(h, 16));
+  for (int step = 0; step < 300; ++step) {
+    tokens c;
+    for (std::size_t i = 0, n = 1 + g.below(6); i < n; ++i) {
+      c.push_back(next_token(g, h, 50, true, copy_from));
+      h.push_back(c.back());
+    }
+    d.accept(c);
+    REQUIRE(d.propose(h, 16) == ref.propose(h, 16));
+  }
+  CHECK(d.size() == h.size());
+}
