@@ -1,0 +1,374 @@
+// specdec/tree/token_tree.hpp - a token tree flattened in breadth-first order (nodes, positions,
+// ancestor attention mask) for tree drafting and multi-candidate verification.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <map>
+#include <ranges>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "specdec/types.hpp"
+
+namespace specdec {
+
+/// A dense attention mask over the nodes of a tree: mask(i, j) is true when node i may attend to
+/// node j (j is i itself or one of its ancestors). Row-major, n x n.
+using tree_mask = Eigen::Matrix<bool, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// The largest number of nodes a token_tree may hold (node indices are std::int32_t).
+inline constexpr std::size_t max_tree_nodes = std::size_t{1} << 20;
+
+/**
+ * Parses a branching config such as "4x2x2" (4 children of the root, 2 children of each of
+ * those, 2 of each of those) into its factors {4, 2, 2}. Factors are decimal integers >= 1
+ * separated by a lower-case 'x'. Throws std::invalid_argument naming the config and the fault
+ * (empty config, empty factor, a character that is not a digit, a factor of 0, a total above
+ * max_tree_nodes). O(length).
+ */
+inline std::vector<std::size_t> parse_branching(std::string_view config) {
+  const auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("parse_branching: \"" + std::string(config) + "\": " + why);
+  };
+  if (config.empty()) fail("empty config (expected factors like 4x2x2)");
+  std::vector<std::size_t> factors;
+  std::size_t value = 0;
+  bool have_digit = false;
+  for (std::size_t i = 0; i <= config.size(); ++i) {
+    if (i == config.size() || config[i] == 'x') {
+      if (!have_digit) fail("empty factor at position " + std::to_string(i));
+      if (value == 0) fail("factor " + std::to_string(factors.size() + 1) + " must be >= 1");
+      factors.push_back(value);
+      value = 0;
+      have_digit = false;
+      continue;
+    }
+    const char c = config[i];
+    if (c < '0' || c > '9')
+      fail("'" + std::string(1, c) + "' at position " + std::to_string(i) +
+           " is not a digit or 'x'");
+    value = value * 10 + static_cast<std::size_t>(c - '0');
+    have_digit = true;
+    if (value > max_tree_nodes) fail("the tree would exceed max_tree_nodes");
+  }
+  std::size_t width = 1, total = 1;
+  for (std::size_t f : factors) {
+    width *= f;  // both stay <= max_tree_nodes * max_tree_nodes: no overflow
+    total += width;
+    if (total > max_tree_nodes) fail("the tree would exceed max_tree_nodes");
+  }
+  return factors;
+}
+
+/**
+ * A token tree flattened in breadth-first order.
+ *
+ * Node 0 is the root: the last committed token, which the decoder feeds to the target first.
+ * Every other node i has a parent in [0, i); the nodes are ordered by depth, and the children of
+ * a node are contiguous and ordered as the candidates are (the order a verifier tries them in).
+ * A target evaluating the tree returns one logits row per node, row i being the next-token
+ * logits after node i and its ancestors.
+ *
+ * Built as a shape from a branching config (tokens to be filled in by a drafter with
+ * set_token) or as a trie of candidate continuations. Copyable value type; const member
+ * functions are safe to call from several threads, mutation is not.
+ */
+class token_tree {
+ public:
+  /// A tree with the root only.
+  explicit token_tree(token_id root = 0) : tokens_{root}, parents_{-1}, depths_{0} { index(); }
+
+  /**
+   * A tree from its flattened arrays: parents[0] == -1 (the root), parents[i] in [0, i) and
+   * non-decreasing for i >= 1 (breadth-first order with contiguous children), tokens >= 0.
+   * Throws std::invalid_argument naming the offending entry. O(n).
+   */
+  token_tree(std::span<const token_id> tokens, std::span<const std::int32_t> parents) {
+    if (tokens.empty()) throw std::invalid_argument("token_tree: tokens is empty (need a root)");
+    if (parents.size() != tokens.size())
+      throw std::invalid_argument("token_tree: parents.size() = " + std::to_string(parents.size()) +
+                                  " must equal tokens.size() = " + std::to_string(tokens.size()));
+    if (tokens.size() > max_tree_nodes)
+      throw std::invalid_argument("token_tree: " + std::to_string(tokens.size()) +
+                                  " nodes exceed max_tree_nodes = " +
+                                  std::to_string(max_tree_nodes));
+    if (parents[0] != -1) throw std::invalid_argument("token_tree: parents[0] must be -1 (root)");
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i] < 0)
+        throw std::invalid_argument("token_tree: tokens[" + std::to_string(i) +
+                                    "] = " + std::to_string(tokens[i]) + " is negative");
+      if (i == 0) continue;
+      const std::int32_t p = parents[i];
+      if (p < 0 || static_cast<std::size_t>(p) >= i)
+        throw std::invalid_argument("token_tree: parents[" + std::to_string(i) + "] = " +
+                                    std::to_string(p) + " must be in [0, " + std::to_string(i) +
+                                    ")");
+      if (i >= 2 && p < parents[i - 1])
+        throw std::invalid_argument("token_tree: parents[" + std::to_string(i) + "] = " +
+                                    std::to_string(p) + " < parents[" + std::to_string(i - 1) +
+                                    "]: nodes must be in breadth-first order");
+    }
+    tokens_.assign(tokens.begin(), tokens.end());
+    parents_.assign(parents.begin(), parents.end());
+    depths_.resize(tokens_.size());
+    depths_[0] = 0;
+    for (std::size_t i = 1; i < tokens_.size(); ++i)
+      depths_[i] = depths_[static_cast<std::size_t>(parents_[i])] + 1;
+    index();
+  }
+
+  /**
+   * The full shape k1 x k2 x ... x kd: k1 children of the root, k2 children of each of those,
+   * and so on. Every token is `root` until set_token fills it. An empty branching is the root
+   * alone. Throws std::invalid_argument for a factor of 0 or more than max_tree_nodes nodes.
+   * O(nodes).
+   */
+  static token_tree from_branching(std::span<const std::size_t> branching, token_id root = 0) {
+    std::size_t width = 1, total = 1;
+    for (std::size_t i = 0; i < branching.size(); ++i) {
+      if (branching[i] == 0)
+        throw std::invalid_argument("token_tree::from_branching: branching[" + std::to_string(i) +
+                                    "] must be >= 1");
+      if (branching[i] > max_tree_nodes || width * branching[i] > max_tree_nodes ||
+          total + width * branching[i] > max_tree_nodes)
+        throw std::invalid_argument("token_tree::from_branching: more than max_tree_nodes = " +
+                                    std::to_string(max_tree_nodes) + " nodes");
+      width *= branching[i];
+      total += width;
+    }
+    std::vector<std::int32_t> parents{-1};
+    parents.reserve(total);
+    std::size_t level_begin = 0, level_end = 1;
+    for (std::size_t k : branching) {
+      for (std::size_t p = level_begin; p < level_end; ++p)
+        for (std::size_t c = 0; c < k; ++c) parents.push_back(static_cast<std::int32_t>(p));
+      level_begin = level_end;
+      level_end = parents.size();
+    }
+    std::vector<token_id> tokens(parents.size(), root);
+    return token_tree(tokens, parents);
+  }
+
+  /// from_branching(parse_branching(config), root): "4x2x2". Throws like parse_branching.
+  static token_tree from_branching(std::string_view config, token_id root = 0) {
+    const auto factors = parse_branching(config);
+    return from_branching(std::span<const std::size_t>(factors), root);
+  }
+
+  /**
+   * The trie of candidate continuations under `root`: shared prefixes become shared nodes and
+   * identical candidates one path. Children keep the order in which the candidates first
+   * introduce them, so candidate order is verification order. Empty candidates add nothing.
+   * Throws std::invalid_argument for a negative token or too many nodes. O(total tokens * log).
+   */
+  static token_tree from_candidates(token_id root,
+                                    std::span<const std::vector<token_id>> candidates) {
+    // Build a pointer-free trie: node -> (token -> child), plus child order per node.
+    struct trie_node {
+      std::map<token_id, std::size_t> child_of;
+      std::vector<std::size_t> children;
+      token_id token;
+    };
+    std::vector<trie_node> trie(1);
+    trie[0].token = root;
+    for (std::size_t c = 0; c < candidates.size(); ++c) {
+      std::size_t at = 0;
+      for (std::size_t j = 0; j < candidates[c].size(); ++j) {
+        const token_id t = candidates[c][j];
+        if (t < 0)
+          throw std::invalid_argument("token_tree::from_candidates: candidates[" +
+                                      std::to_string(c) + "][" + std::to_string(j) +
+                                      "] = " + std::to_string(t) + " is negative");
+        const auto it = trie[at].child_of.find(t);
+        if (it != trie[at].child_of.end()) {
+          at = it->second;
+          continue;
+        }
+        if (trie.size() >= max_tree_nodes)
+          throw std::invalid_argument("token_tree::from_candidates: more than max_tree_nodes = " +
+                                      std::to_string(max_tree_nodes) + " nodes");
+        const std::size_t id = trie.size();
+        trie[at].child_of.emplace(t, id);
+        trie[at].children.push_back(id);
+        trie.push_back(trie_node{{}, {}, t});
+        at = id;
+      }
+    }
+    // Breadth-first flattening.
+    std::vector<token_id> tokens;
+    std::vector<std::int32_t> parents;
+    tokens.reserve(trie.size());
+    parents.reserve(trie.size());
+    std::deque<std::pair<std::size_t, std::int32_t>> queue{{0, -1}};
+    while (!queue.empty()) {
+      const auto [id, parent] = queue.front();
+      queue.pop_front();
+      const auto me = static_cast<std::int32_t>(tokens.size());
+      tokens.push_back(trie[id].token);
+      parents.push_back(parent);
+      for (std::size_t c : trie[id].children) queue.emplace_back(c, me);
+    }
+    return token_tree(tokens, parents);
+  }
+
+  /// Number of nodes, root included. O(1).
+  std::size_t size() const noexcept { return tokens_.size(); }
+  /// The largest node depth (0 for a root-only tree). O(1).
+  std::size_t max_depth() const noexcept { return static_cast<std::size_t>(depths_.back()); }
+
+  token_id token(std::size_t node) const { return tokens_.at(node); }
+  std::int32_t parent(std::size_t node) const { return parents_.at(node); }
+  std::int32_t depth(std::size_t node) const { return depths_.at(node); }
+
+  /// The flattened arrays (the layout TreeLanguageModel::append_tree takes). O(1).
+  std::span<const token_id> tokens() const noexcept { return tokens_; }
+  /// The compact parent list: parents()[0] == -1, parents()[i] in [0, i).
+  std::span<const std::int32_t> parents() const noexcept { return parents_; }
+  std::span<const std::int32_t> depths() const noexcept { return depths_; }
+
+  /// Sets the token of a node (drafters fill a shape this way). Throws std::out_of_range for a
+  /// node outside the tree, std::invalid_argument for a negative token. O(1).
+  void set_token(std::size_t node, token_id token) {
+    if (node >= tokens_.size())
+      throw std::out_of_range("token_tree::set_token: node " + std::to_string(node) +
+                              " outside the tree of " + std::to_string(tokens_.size()) + " nodes");
+    if (token < 0)
+      throw std::invalid_argument("token_tree::set_token: token " + std::to_string(token) +
+                                  " is negative");
+    tokens_[node] = token;
+  }
+
+  /// The children of a node, in candidate order, as a range of node indices. O(1).
+  std::ranges::iota_view<std::int32_t, std::int32_t> children(std::size_t node) const {
+    check(node, "children");
+    return std::views::iota(child_begin_[node], child_begin_[node + 1]);
+  }
+  std::size_t num_children(std::size_t node) const {
+    check(node, "num_children");
+    return static_cast<std::size_t>(child_begin_[node + 1] - child_begin_[node]);
+  }
+  bool is_leaf(std::size_t node) const { return num_children(node) == 0; }
+
+  /// The leaves in breadth-first order. O(n).
+  std::vector<std::int32_t> leaves() const {
+    std::vector<std::int32_t> out;
+    for (std::size_t i = 0; i < size(); ++i)
+      if (child_begin_[i] == child_begin_[i + 1]) out.push_back(static_cast<std::int32_t>(i));
+    return out;
+  }
+
+  /// The nodes at depth d, a contiguous range of indices (empty past max_depth()). O(1).
+  std::ranges::iota_view<std::int32_t, std::int32_t> level(std::size_t d) const {
+    if (d + 1 >= level_begin_.size()) return std::views::iota(0, 0);
+    return std::views::iota(level_begin_[d], level_begin_[d + 1]);
+  }
+
+  /// The node indices from the root (0) down to `node`, inclusive, into `out` (cleared first):
+  /// the `path` TreeLanguageModel::commit takes. O(depth), no allocation once `out` has grown.
+  void path_to(std::size_t node, std::vector<std::int32_t>& out) const {
+    check(node, "path_to");
+    out.resize(static_cast<std::size_t>(depths_[node]) + 1);
+    auto at = static_cast<std::int32_t>(node);
+    for (std::size_t k = out.size(); k-- > 0;) {
+      out[k] = at;
+      at = parents_[static_cast<std::size_t>(at)];
+    }
+  }
+  std::vector<std::int32_t> path_to(std::size_t node) const {
+    std::vector<std::int32_t> out;
+    path_to(node, out);
+    return out;
+  }
+
+  /// The tokens on the path from the root to `node`, inclusive. O(depth).
+  std::vector<token_id> path_tokens(std::size_t node) const {
+    std::vector<std::int32_t> path;
+    path_to(node, path);
+    std::vector<token_id> out(path.size());
+    for (std::size_t k = 0; k < path.size(); ++k) out[k] = tokens_[static_cast<std::size_t>(path[k])];
+    return out;
+  }
+
+  /// Position of each node when the root follows `context_length` committed tokens:
+  /// context_length + depth(i). `out.size()` must equal size(). O(n).
+  void positions(std::size_t context_length, std::span<std::size_t> out) const {
+    if (out.size() != size())
+      throw std::invalid_argument("token_tree::positions: out.size() = " +
+                                  std::to_string(out.size()) + " must equal size() = " +
+                                  std::to_string(size()));
+    for (std::size_t i = 0; i < size(); ++i)
+      out[i] = context_length + static_cast<std::size_t>(depths_[i]);
+  }
+  std::vector<std::size_t> positions(std::size_t context_length) const {
+    std::vector<std::size_t> out(size());
+    positions(context_length, out);
+    return out;
+  }
+
+  /// True when node i attends to node j: j is i or an ancestor of i. O(depth).
+  bool attends(std::size_t i, std::size_t j) const {
+    check(i, "attends");
+    check(j, "attends");
+    if (depths_[j] > depths_[i]) return false;
+    auto at = static_cast<std::int32_t>(i);
+    while (depths_[static_cast<std::size_t>(at)] > depths_[j]) at = parents_[static_cast<std::size_t>(at)];
+    return static_cast<std::size_t>(at) == j;
+  }
+
+  /// The dense ancestor mask (see tree_mask): row i is true at i and its ancestors. Lower
+  /// triangular because parents precede children. O(n^2) memory, O(n * depth) to fill.
+  tree_mask attention_mask() const {
+    const auto n = static_cast<Eigen::Index>(size());
+    tree_mask mask = tree_mask::Constant(n, n, false);
+    for (Eigen::Index i = 0; i < n; ++i)
+      for (std::int32_t at = static_cast<std::int32_t>(i); at >= 0;
+           at = parents_[static_cast<std::size_t>(at)])
+        mask(i, at) = true;
+    return mask;
+  }
+
+  friend bool operator==(const token_tree& a, const token_tree& b) {
+    return a.tokens_ == b.tokens_ && a.parents_ == b.parents_;
+  }
+
+ private:
+  void check(std::size_t node, const char* what) const {
+    if (node >= tokens_.size())
+      throw std::out_of_range(std::string("token_tree::") + what + ": node " +
+                              std::to_string(node) + " outside the tree of " +
+                              std::to_string(tokens_.size()) + " nodes");
+  }
+
+  // Children of node i are the nodes [child_begin_[i], child_begin_[i + 1]); nodes at depth d
+  // are [level_begin_[d], level_begin_[d + 1]). Both follow from breadth-first order.
+  void index() {
+    const std::size_t n = tokens_.size();
+    child_begin_.assign(n + 1, static_cast<std::int32_t>(n));
+    std::size_t next = 1;  // the first node whose parent we have not passed yet
+    for (std::size_t i = 0; i < n; ++i) {
+      while (next < n && static_cast<std::size_t>(parents_[next]) < i) ++next;
+      child_begin_[i] = static_cast<std::int32_t>(next);
+    }
+    level_begin_.clear();
+    for (std::size_t i = 0; i < n; ++i)
+      if (i == 0 || depths_[i] != depths_[i - 1]) level_begin_.push_back(static_cast<std::int32_t>(i));
+    level_begin_.push_back(static_cast<std::int32_t>(n));
+  }
+
+  std::vector<token_id> tokens_;
+  std::vector<std::int32_t> parents_;
+  std::vector<std::int32_t> depths_;
+  std::vector<std::int32_t> child_begin_;
+  std::vector<std::int32_t> level_begin_;
+};
+
+}  // namespace specdec
