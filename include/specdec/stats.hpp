@@ -1,0 +1,80 @@
+// specdec/stats.hpp - what a decoding run did and where its time went.
+#pragma once
+
+#include <cstddef>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace specdec {
+
+/// Counters and timings of one generate() run (or of the steps since start()).
+struct decode_stats {
+  std::size_t generated_tokens = 0;  ///< tokens emitted to the caller
+  std::size_t target_calls = 0;      ///< target appends after the prompt (one per step)
+  std::size_t draft_calls = 0;       ///< drafter propose calls that returned >= 1 token
+  std::size_t draft_model_calls = 0; ///< appends on the draft model, when the drafter has one
+  std::size_t drafted_tokens = 0;    ///< draft tokens sent to the target
+  std::size_t accepted_tokens = 0;   ///< draft tokens the verifier kept
+  std::vector<std::size_t> drafted_at;   ///< [i]: steps whose draft had a token at position i
+  std::vector<std::size_t> accepted_at;  ///< [i]: steps that accepted the draft at position i
+  double prefill_seconds = 0.0;  ///< feeding the prompt to the target
+  double draft_seconds = 0.0;    ///< inside the drafter
+  double target_seconds = 0.0;   ///< inside the target's append (after the prompt)
+  double verify_seconds = 0.0;   ///< inside the verifier
+  double total_seconds = 0.0;    ///< the whole run, prompt included
+
+  /// accepted / drafted, 0 when nothing was drafted.
+  double acceptance_rate() const noexcept {
+    return drafted_tokens ? static_cast<double>(accepted_tokens) / drafted_tokens : 0.0;
+  }
+  /// Generated tokens per target call: the block efficiency (1 for plain decoding).
+  double tokens_per_target_call() const noexcept {
+    return target_calls ? static_cast<double>(generated_tokens) / target_calls : 0.0;
+  }
+  /// Generated tokens per second of decoding (prompt excluded).
+  double tokens_per_second() const noexcept {
+    const double t = total_seconds - prefill_seconds;
+    return t > 0.0 ? generated_tokens / t : 0.0;
+  }
+  /// Acceptance rate at draft position i (accepted_at[i] / drafted_at[i]).
+  double acceptance_at(std::size_t i) const noexcept {
+    return i < drafted_at.size() && drafted_at[i]
+               ? static_cast<double>(accepted_at[i]) / drafted_at[i]
+               : 0.0;
+  }
+
+  /// A multi-line human-readable report.
+  std::string summary() const {
+    std::string s;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "generated %zu tokens in %.3f s (%.1f tokens/s), %zu target calls, "
+                  "%.2f tokens per target call\n",
+                  generated_tokens, total_seconds, tokens_per_second(), target_calls,
+                  tokens_per_target_call());
+    s += line;
+    std::snprintf(line, sizeof line, "drafted %zu, accepted %zu, acceptance rate %.3f\n",
+                  drafted_tokens, accepted_tokens, acceptance_rate());
+    s += line;
+    if (!drafted_at.empty()) {
+      s += "acceptance by draft position:";
+      for (std::size_t i = 0; i < drafted_at.size(); ++i) {
+        std::snprintf(line, sizeof line, " %.2f", acceptance_at(i));
+        s += line;
+      }
+      s += "\n";
+    }
+    const double t = total_seconds > 0.0 ? total_seconds : 1.0;
+    std::snprintf(line, sizeof line,
+                  "time: prefill %.1f%%, draft %.1f%%, target %.1f%%, verify %.1f%%, other %.1f%%\n",
+                  100 * prefill_seconds / t, 100 * draft_seconds / t, 100 * target_seconds / t,
+                  100 * verify_seconds / t,
+                  100 * (total_seconds - prefill_seconds - draft_seconds - target_seconds -
+                         verify_seconds) / t);
+    s += line;
+    return s;
+  }
+};
+
+}  // namespace specdec

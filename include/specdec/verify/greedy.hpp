@@ -1,0 +1,37 @@
+// specdec/verify/greedy.hpp - exact-match verification for a greedy (temperature 0) target.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "specdec/math/sample.hpp"
+#include "specdec/types.hpp"
+#include "specdec/verify/result.hpp"
+
+namespace specdec {
+
+/**
+ * Greedy verification. `target` has drafts.size() + 1 rows of logits (row i: the target's
+ * logits after the context and drafts[0..i)). Accepts the longest prefix of drafts equal to the
+ * row-wise argmax (ties to the lowest id) and returns the argmax after it. Reads only the rows
+ * it needs: O((accepted + 1) * V). Throws std::domain_error on NaN in a row it reads.
+ */
+inline verify_result verify_greedy(logits_view target, std::span<const token_id> drafts) {
+  if (static_cast<std::size_t>(target.rows()) != drafts.size() + 1)
+    throw std::invalid_argument("verify_greedy: target must have drafts.size() + 1 rows, has " +
+                                std::to_string(target.rows()));
+  const std::size_t v = static_cast<std::size_t>(target.cols());
+  verify_result r;
+  for (std::size_t i = 0;; ++i) {
+    const token_id best = argmax(std::span<const float>(target.row(static_cast<Eigen::Index>(i)).data(), v));
+    if (i == drafts.size() || drafts[i] != best) {
+      r.accepted = i;
+      r.next = best;
+      return r;
+    }
+  }
+}
+
+}  // namespace specdec

@@ -1,0 +1,222 @@
+// specdec/verify/multi_candidate.hpp - lossless verification of a token tree (multi-candidate
+// speculative sampling, Yang et al. 2024, Algorithms 1 and 2; deterministic candidates).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "specdec/math/rng.hpp"
+#include "specdec/math/sample.hpp"
+#include "specdec/math/sampling_params.hpp"
+#include "specdec/math/warp.hpp"
+#include "specdec/tree/token_tree.hpp"
+#include "specdec/types.hpp"
+
+namespace specdec {
+
+/// How the children of each tree node were proposed. The verifier is lossless only if this
+/// tells the truth.
+enum class candidate_draw {
+  /// Algorithm 1: the k children of a node were drawn i.i.d. (with replacement) from the q row
+  /// of that node. Duplicates are allowed.
+  iid,
+  /// Algorithm 2: the children were drawn one after another from q without replacement (q
+  /// renormalised after removing each drawn token). Duplicates are invalid.
+  without_replacement,
+  /// No q: each child is its own one-hot proposal (n-gram tries, greedy or top-k drafts).
+  deterministic,
+};
+
+/// The verdict on a tree. `accepted` lists the accepted nodes from the root's child downwards
+/// (each a child of the previous one; the root itself is not listed), then `next` is the target's
+/// own token: a correction drawn from the residual at the node where verification stopped, or the
+/// bonus token when it reached a node without children. A step therefore emits
+/// accepted.size() + 1 tokens; the path to commit is {0, accepted...}.
+struct tree_verify_result {
+  std::vector<std::int32_t> accepted;
+  token_id next = 0;
+
+  /// The node `next` follows: the last accepted node, or the root (0). O(1).
+  std::int32_t stop_node() const noexcept { return accepted.empty() ? 0 : accepted.back(); }
+};
+
+/// Scratch memory reused across verify_tree calls so that, once grown to the vocabulary size
+/// and tree depth, verification allocates nothing. Not thread-safe.
+struct tree_verify_workspace {
+  std::vector<float> p;         // current target distribution (residual after rejections)
+  std::vector<float> scratch;   // residual output
+  std::vector<float> q;         // q with drawn candidates removed (Algorithm 2)
+  warp_workspace warp;
+};
+
+namespace detail {
+
+inline std::span<const float> row_of(const logits_view& m, std::size_t i) {
+  return {m.row(static_cast<Eigen::Index>(i)).data(), static_cast<std::size_t>(m.cols())};
+}
+
+// p <- norm(scratch) where scratch holds an unnormalised residual of `mass`; swaps buffers.
+inline void take_residual(tree_verify_workspace& ws, double mass) {
+  const auto inv = static_cast<float>(1.0 / mass);
+  for (float& x : ws.scratch) x *= inv;
+  std::swap(ws.p, ws.scratch);
+}
+
+// One node of a sampling walk: ws.p holds the warped target row of `node`. Tries the children
+// in order; returns the accepted child or -1 with ws.p left as the final residual.
+inline std::int32_t choose_child(const token_tree& tree, std::size_t node, const logits_view& q,
+                                 candidate_draw draw, rng& gen, tree_verify_workspace& ws) {
+  const auto kids = tree.children(node);
+  if (kids.empty()) return -1;
+  std::span<const float> q_row;
+  if (draw != candidate_draw::deterministic) q_row = row_of(q, node);
+  if (draw == candidate_draw::without_replacement) ws.q.assign(q_row.begin(), q_row.end());
+  for (const std::int32_t child : kids) {
+    const token_id x = tree.token(static_cast<std::size_t>(child));
+    const auto xi = static_cast<std::size_t>(x);
+    const double px = ws.p[xi];
+    switch (draw) {
+      case candidate_draw::deterministic: {
+        if (gen.uniform_open() < px) return child;
+        take_residual(ws, residual_one_hot(ws.p, x, ws.scratch));
+        break;
+      }
+      case candidate_draw::iid: {
+        const double qx = q_row[xi];
+        if (!(qx > 0.0))
+          throw std::invalid_argument("verify_tree: q(" + std::to_string(node) + ", " +
+                                      std::to_string(x) + ") = 0 but node " +
+                                      std::to_string(child) + " proposes it: a candidate must "
+                                      "have been drawn from its parent's q row");
+        if (gen.uniform_open() * qx < px) return child;
+        take_residual(ws, residual(ws.p, q_row, ws.scratch));
+        break;
+      }
+      case candidate_draw::without_replacement: {
+        // q_j = q without the candidates already tried, renormalised.
+        double mass = 0.0;
+        for (float v : ws.q) mass += v;
+        if (!(ws.q[xi] > 0.0f) || !(mass > 0.0))
+          throw std::invalid_argument(
+              "verify_tree: node " + std::to_string(child) + " proposes token " +
+              std::to_string(x) + ", which q(" + std::to_string(node) +
+              ") minus the earlier candidates gives probability 0 (drawn twice, or not from q)");
+        const auto inv = static_cast<float>(1.0 / mass);
+        for (float& v : ws.q) v *= inv;
+        if (gen.uniform_open() * static_cast<double>(ws.q[xi]) < px) return child;
+        take_residual(ws, residual(ws.p, ws.q, ws.scratch));  // p <- norm(max(0, p - q_j))
+        ws.q[xi] = 0.0f;                                      // q_{j+1}: x_j removed
+        break;
+      }
+    }
+  }
+  return -1;
+}
+
+}  // namespace detail
+
+/**
+ * Verifies a token tree against the target, walking from the root. At each node its children
+ * are the candidates: one is accepted (the walk moves to it) or all are rejected and `next` is
+ * drawn from the residual; at a node without children `next` is the bonus token drawn from that
+ * node's row. The emitted tokens are distributed exactly as sampling the target alone.
+ *
+ * - `target`: tree.size() rows of V logits; row i is the target's next-token logits after node
+ *   i (and its ancestors). Warped with `sp` before use.
+ * - `q`: for iid and without_replacement, tree.size() rows of V probabilities; row i is the
+ *   (already warped) draft distribution the children of node i were drawn from. Rows of leaves
+ *   are never read. For deterministic, no rows.
+ * - Per candidate x at a node with current target distribution p:
+ *   iid: accept when u < p(x) / q(x); else p <- norm(max(0, p - q)), same q for the next one.
+ *   without_replacement: q_j = q minus the earlier candidates, renormalised; accept when
+ *   u < p(x) / q_j(x); else p <- norm(max(0, p - q_j)).
+ *   deterministic: accept when u < p(x); else p <- p without x, renormalised.
+ *   u is uniform in (0, 1) and the test strict, so p(x) = 0 is never accepted (a duplicate of a
+ *   rejected token has p(x) = 0 in the residual). A residual whose mass rounds to zero falls
+ *   back to the current p (see residual()).
+ * - sp.temperature == 0: greedy walk, following the first child equal to the argmax (lowest id
+ *   on ties); `next` is the argmax at the stop node. `draw` and `q` are then not read.
+ *
+ * Throws std::invalid_argument for mismatched shapes, a `draw` that disagrees with `q` (rows iff
+ * not deterministic), a non-root token outside [0, V), a candidate that cannot have been drawn
+ * (q(x) = 0 on a visited node), bad `sp`; std::domain_error for NaN or +inf in a row read.
+ * Cost: one warp (O(V)) per visited node plus O(V) per rejected candidate; allocation-free once
+ * `ws` and `out.accepted` have grown. Not thread-safe per workspace.
+ */
+inline void verify_tree(const token_tree& tree, logits_view target, logits_view q,
+                        candidate_draw draw, const sampling_params& sp, rng& gen,
+                        tree_verify_workspace& ws, tree_verify_result& out) {
+  sp.validate();
+  const std::size_t n = tree.size();
+  const std::size_t v = static_cast<std::size_t>(target.cols());
+  if (static_cast<std::size_t>(target.rows()) != n)
+    throw std::invalid_argument("verify_tree: target must have tree.size() = " +
+                                std::to_string(n) + " rows, has " +
+                                std::to_string(target.rows()));
+  if (v == 0) throw std::invalid_argument("verify_tree: target has 0 columns");
+  if (draw == candidate_draw::deterministic) {
+    if (q.rows() != 0)
+      throw std::invalid_argument(
+          "verify_tree: q must have no rows when draw is candidate_draw::deterministic");
+  } else if (static_cast<std::size_t>(q.rows()) != n || q.cols() != target.cols()) {
+    throw std::invalid_argument("verify_tree: q must have tree.size() = " + std::to_string(n) +
+                                " rows of " + std::to_string(v) +
+                                " probabilities for a sampled draw, has " +
+                                std::to_string(q.rows()) + " x " + std::to_string(q.cols()));
+  }
+  for (std::size_t i = 1; i < n; ++i)
+    if (static_cast<std::size_t>(tree.token(i)) >= v)
+      throw std::invalid_argument("verify_tree: node " + std::to_string(i) + " has token " +
+                                  std::to_string(tree.token(i)) +
+                                  " outside the vocabulary [0, " + std::to_string(v) + ")");
+  out.accepted.clear();
+  std::size_t node = 0;
+  if (sp.greedy()) {
+    for (;;) {
+      const token_id best = argmax(detail::row_of(target, node));
+      std::int32_t next = -1;
+      for (const std::int32_t child : tree.children(node))
+        if (tree.token(static_cast<std::size_t>(child)) == best) {
+          next = child;
+          break;
+        }
+      if (next < 0) {
+        out.next = best;
+        return;
+      }
+      out.accepted.push_back(next);
+      node = static_cast<std::size_t>(next);
+    }
+  }
+  ws.p.resize(v);
+  ws.scratch.resize(v);
+  for (;;) {
+    warp(detail::row_of(target, node), sp, ws.p, ws.warp);
+    const std::int32_t next = detail::choose_child(tree, node, q, draw, gen, ws);
+    if (next < 0) {
+      out.next = sample(ws.p, gen);
+      return;
+    }
+    out.accepted.push_back(next);
+    node = static_cast<std::size_t>(next);
+  }
+}
+
+/// verify_tree with a temporary workspace, returning the result (allocates).
+inline tree_verify_result verify_tree(const token_tree& tree, logits_view target, logits_view q,
+                                      candidate_draw draw, const sampling_params& sp, rng& gen) {
+  tree_verify_workspace ws;
+  tree_verify_result out;
+  verify_tree(tree, target, q, draw, sp, gen, ws, out);
+  return out;
+}
+
+/// A logits_view with no rows: the `q` to pass with candidate_draw::deterministic.
+inline logits_view no_q_rows() noexcept { return logits_view(nullptr, 0, 0); }
+
+}  // namespace specdec
