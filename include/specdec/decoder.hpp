@@ -74,7 +74,8 @@ class speculative_decoder {
   static_assert(detail::check_drafter<Draft>());
 
  public:
-  /// Throws std::invalid_argument if the drafter has a vocabulary that differs from the target's.
+  /// Throws std::invalid_argument if the drafter has a vocabulary that differs from the target's,
+  /// or drafts with the target object itself (they would overwrite each other's cache).
   speculative_decoder(Target& target, Draft& drafter) : target_(target), drafter_(drafter) {
     if constexpr (requires { drafter.vocab_size(); }) {
       const std::size_t dv = static_cast<std::size_t>(drafter.vocab_size());
@@ -82,6 +83,12 @@ class speculative_decoder {
         throw std::invalid_argument("drafter: draft vocab_size " + std::to_string(dv) +
                                     " differs from the target's vocab_size " +
                                     std::to_string(vocab()));
+    }
+    if constexpr (requires { { &drafter.model() } -> std::convertible_to<const void*>; }) {
+      if (static_cast<const void*>(&drafter.model()) == static_cast<const void*>(&target))
+        throw std::invalid_argument(
+            "drafter: the draft model is the target itself; both need their own context (use a "
+            "second instance, or a view with its own cache such as a layer-skip draft)");
     }
   }
 

@@ -1,0 +1,274 @@
+#include <catch2/catch.hpp>
+#include <specdec/decoder.hpp>
+#include <specdec/draft/model_drafter.hpp>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <vector>
+
+#include "support/chi_square.hpp"
+#include "support/table_model.hpp"
+
+namespace {
+
+using specdec::token_id;
+using specdec::test::table_model;
+using specdec::test::table_model_options;
+using drafter_t = specdec::model_drafter<table_model>;
+
+// The exact probability of every continuation of `length` tokens under the warped target.
+std::vector<double> exact_joint(const table_model& target, std::vector<token_id> context,
+                                std::size_t length, const specdec::sampling_params& sp) {
+  const std::size_t v = target.vocab_size();
+  std::vector<double> out;
+  std::vector<float> logits(v), p(v);
+  target.next_logits(context, logits);
+  specdec::warp(logits, sp, p);
+  for (std::size_t t = 0; t < v; ++t) {
+    if (length == 1) {
+      out.push_back(p[t]);
+      continue;
+    }
+    context.push_back(static_cast<token_id>(t));
+    for (double x : exact_joint(target, context, length - 1, sp)) out.push_back(p[t] * x);
+    context.pop_back();
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("decoder: greedy speculative output equals greedy decoding, K = 1..8") {
+  table_model target({.vocab_size = 16, .order = 3, .seed = 7});
+  table_model draft_model({.vocab_size = 16, .order = 3, .seed = 7, .mix = 0.35f, .mix_seed = 9});
+  drafter_t drafter(draft_model);
+  const std::vector<token_id> prompt{3, 1, 4, 1, 5};
+  specdec::generate_options o;
+  o.max_new_tokens = 80;
+  o.sampling.temperature = 0.0f;
+  const auto plain = specdec::generate_autoregressive(target, prompt, o);
+  REQUIRE(plain.tokens.size() == 80);
+  CHECK(plain.stats.target_calls == 80);
+  specdec::speculative_decoder decoder(target, drafter);
+  for (std::size_t k = 1; k <= 8; ++k) {
+    o.draft_length = k;
+    const auto r = decoder.generate(prompt, o);
+    INFO("K = " << k);
+    CHECK(r.tokens == plain.tokens);
+    CHECK(r.stats.target_calls < plain.stats.target_calls);
+    CHECK(r.stats.accepted_tokens > 0);
+    CHECK(target.size() == prompt.size() + r.tokens.size() - 1);
+  }
+}
+
+TEST_CASE("decoder: sampled speculative decoding keeps the target's joint distribution") {
+  // 5-token vocabulary: the first three generated tokens have 125 outcomes, all enumerated.
+  table_model target({.vocab_size = 5, .order = 3, .seed = 21, .scale = 1.5f});
+  table_model draft_model({.vocab_size = 5, .order = 3, .seed = 21, .scale = 1.5f, .mix = 0.6f, .mix_seed = 4});
+  drafter_t drafter(draft_model);
+  specdec::speculative_decoder decoder(target, drafter);
+  const std::vector<token_id> prompt{1, 2};
+  specdec::sampling_params sp;
+  sp.temperature = 0.9f;
+  sp.top_k = 4;
+  sp.top_p = 0.9f;
+  const auto expected = exact_joint(target, prompt, 3, sp);
+  const int trials = 60000;
+  for (std::size_t k : {1u, 2u, 4u}) {
+    SECTION("K = " + std::to_string(k)) {
+      specdec::generate_options o;
+      o.max_new_tokens = 3;
+      o.draft_length = k;
+      o.sampling = sp;
+      std::vector<std::size_t> counts(expected.size());
+      std::size_t accepted = 0;
+      for (int t = 0; t < trials; ++t) {
+        o.sampling.seed = static_cast<std::uint64_t>(t) + 1000 * k;
+        const auto r = decoder.generate(prompt, o);
+        REQUIRE(r.tokens.size() == 3);
+        counts[static_cast<std::size_t>((r.tokens[0] * 5 + r.tokens[1]) * 5 + r.tokens[2])]++;
+        accepted += r.stats.accepted_tokens;
+      }
+      const auto chi = specdec::test::chi_square(counts, expected);
+      INFO(chi.describe());
+      CHECK(chi.pass());
+      CHECK(accepted > 0);
+    }
+  }
+}
+
+TEST_CASE("decoder: the same seed gives the same tokens") {
+  table_model target({.vocab_size = 32, .seed = 3});
+  table_model draft_model({.vocab_size = 32, .seed = 3, .mix = 0.5f});
+  drafter_t drafter(draft_model);
+  specdec::speculative_decoder decoder(target, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 50;
+  o.sampling.seed = 1234;
+  const std::vector<token_id> prompt{1};
+  const auto a = decoder.generate(prompt, o);
+  const auto b = decoder.generate(prompt, o);
+  CHECK(a.tokens == b.tokens);
+  o.sampling.seed = 1235;
+  CHECK(decoder.generate(prompt, o).tokens != a.tokens);
+}
+
+TEST_CASE("decoder: stop tokens and max_new_tokens inside an accepted block cut there") {
+  table_model target({.vocab_size = 16, .seed = 7});
+  table_model twin({.vocab_size = 16, .seed = 7});
+  drafter_t drafter(twin);  // drafts with an identical model: every draft is accepted under greedy
+  specdec::speculative_decoder decoder(target, drafter);
+  const std::vector<token_id> prompt{2, 7};
+  specdec::generate_options o;
+  o.sampling.temperature = 0.0f;
+  o.max_new_tokens = 40;
+  o.draft_length = 8;
+  const auto full = decoder.generate(prompt, o);
+  REQUIRE(full.stats.acceptance_rate() == 1.0);
+
+  SECTION("stop token") {
+    o.stop_tokens = {full.tokens[5]};
+    std::size_t first = 0;
+    while (full.tokens[first] != full.tokens[5]) ++first;
+    const auto r = decoder.generate(prompt, o);
+    CHECK(r.reason == specdec::stop_reason::stop_token);
+    CHECK(r.tokens == std::vector<token_id>(full.tokens.begin(), full.tokens.begin() + first + 1));
+  }
+  SECTION("max_new_tokens") {
+    o.max_new_tokens = 3;
+    const auto r = decoder.generate(prompt, o);
+    CHECK(r.reason == specdec::stop_reason::max_new_tokens);
+    CHECK(r.tokens == std::vector<token_id>(full.tokens.begin(), full.tokens.begin() + 3));
+  }
+  SECTION("callback") {
+    std::vector<token_id> streamed;
+    o.on_token = [&](token_id t) {
+      streamed.push_back(t);
+      return streamed.size() < 6;
+    };
+    const auto r = decoder.generate(prompt, o);
+    CHECK(r.reason == specdec::stop_reason::callback);
+    CHECK(streamed == r.tokens);
+    CHECK(r.tokens.size() == 6);
+  }
+  // Whatever the cut, the target holds the prompt and all returned tokens but the last.
+  CHECK(target.size() + 1 == decoder.history().size());
+  const std::vector<token_id> cache(target.tokens().begin(), target.tokens().end());
+  CHECK(cache == std::vector<token_id>(decoder.history().begin(), decoder.history().end() - 1));
+}
+
+TEST_CASE("decoder: statistics add up") {
+  table_model target({.vocab_size = 16, .seed = 7});
+  table_model draft_model({.vocab_size = 16, .seed = 7, .mix = 0.3f});
+  drafter_t drafter(draft_model);
+  specdec::speculative_decoder decoder(target, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 64;
+  o.draft_length = 4;
+  const std::vector<token_id> prompt{1, 2, 3};
+  const auto r = decoder.generate(prompt, o);
+  const auto& s = r.stats;
+  CHECK(s.generated_tokens == r.tokens.size());
+  CHECK(s.generated_tokens == s.accepted_tokens + s.target_calls);
+  CHECK(s.drafted_at.size() == 4);
+  std::size_t accepted = 0, drafted = 0;
+  for (std::size_t i = 0; i < 4; ++i) {
+    accepted += s.accepted_at[i];
+    drafted += s.drafted_at[i];
+    if (i > 0) CHECK(s.accepted_at[i] <= s.accepted_at[i - 1]);
+  }
+  CHECK(accepted == s.accepted_tokens);
+  CHECK(drafted == s.drafted_tokens);
+  CHECK(s.draft_model_calls >= s.draft_calls);
+  CHECK(s.total_seconds >= s.draft_seconds + s.target_seconds + s.verify_seconds);
+  CHECK(s.tokens_per_target_call() > 1.0);
+  CHECK_FALSE(s.summary().empty());
+}
+
+TEST_CASE("decoder: the context limit ends generation, K = 0 is plain decoding") {
+  table_model target({.vocab_size = 8, .max_size = 12});
+  table_model draft_model({.vocab_size = 8, .max_size = 12, .mix = 0.2f});
+  drafter_t drafter(draft_model);
+  specdec::speculative_decoder decoder(target, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 100;
+  o.draft_length = 5;
+  const std::vector<token_id> prompt{1, 2, 3};
+  auto r = decoder.generate(prompt, o);
+  CHECK(r.reason == specdec::stop_reason::context_full);
+  CHECK(prompt.size() + r.tokens.size() == 12);
+  o.draft_length = 0;
+  r = decoder.generate(prompt, o);
+  CHECK(r.stats.drafted_tokens == 0);
+  CHECK(r.stats.target_calls == r.tokens.size());
+}
+
+TEST_CASE("decoder: bad input throws a clear error and leaves everything usable") {
+  table_model target({.vocab_size = 8, .max_size = 10});
+  table_model small_draft({.vocab_size = 7});
+  table_model draft_model({.vocab_size = 8, .mix = 0.3f});
+  drafter_t drafter(draft_model);
+  drafter_t wrong(small_draft);
+  REQUIRE_THROWS_WITH((specdec::speculative_decoder<table_model, drafter_t>(target, wrong)),
+                      "drafter: draft vocab_size 7 differs from the target's vocab_size 8");
+  drafter_t same(target);
+  REQUIRE_THROWS_WITH((specdec::speculative_decoder<table_model, drafter_t>(target, same)),
+                      Catch::StartsWith("drafter: the draft model is the target itself"));
+  specdec::speculative_decoder decoder(target, drafter);
+  specdec::generate_options o;
+  const std::vector<token_id> empty, bad{1, 8}, negative{-1}, too_long(11, 1), good{1, 2};
+  REQUIRE_THROWS_WITH(decoder.generate(empty, o), "prompt: must not be empty");
+  REQUIRE_THROWS_WITH(decoder.generate(bad, o), "prompt[1] = 8 is outside the vocabulary [0, 8)");
+  REQUIRE_THROWS_WITH(decoder.generate(negative, o), "prompt[0] = -1 is outside the vocabulary [0, 8)");
+  REQUIRE_THROWS_WITH(decoder.generate(too_long, o), "prompt: 11 tokens exceed the target's max_size 10");
+  o.max_new_tokens = 0;
+  REQUIRE_THROWS_WITH(decoder.generate(good, o), "generate_options.max_new_tokens: must be >= 1");
+  o.max_new_tokens = 5;
+  o.stop_tokens = {9};
+  REQUIRE_THROWS_WITH(decoder.generate(good, o),
+                      "generate_options.stop_tokens[0] = 9 is outside the vocabulary [0, 8)");
+  o.stop_tokens = {};
+  o.sampling.top_p = 2.0f;
+  REQUIRE_THROWS_WITH(decoder.generate(good, o), Catch::StartsWith("sampling_params.top_p"));
+  o.sampling.top_p = 1.0f;
+  REQUIRE_THROWS_AS(decoder.step(), std::logic_error);
+  CHECK(decoder.generate(good, o).tokens.size() == 5);  // still usable
+}
+
+namespace {
+// A target that returns NaN logits on its n-th append call, for error-path tests.
+struct nan_model {
+  table_model inner{{.vocab_size = 8}};
+  std::size_t fail_at = 3, calls = 0;
+  std::size_t vocab_size() const { return inner.vocab_size(); }
+  std::size_t size() const { return inner.size(); }
+  void truncate(std::size_t n) { inner.truncate(n); }
+  void append(std::span<const token_id> t, std::span<float> logits) {
+    inner.append(t, logits);
+    if (++calls == fail_at) logits[logits.size() - 1] = std::nanf("");
+  }
+};
+}  // namespace
+
+TEST_CASE("decoder: NaN logits throw and leave the caches consistent with the history") {
+  nan_model target;
+  table_model draft_model({.vocab_size = 8, .mix = 0.3f});
+  drafter_t drafter(draft_model);
+  specdec::speculative_decoder decoder(target, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 30;
+  const std::vector<token_id> prompt{1, 2, 3};
+  decoder.start(prompt, o);
+  bool threw = false;
+  try {
+    while (!decoder.done()) decoder.step();
+  } catch (const std::domain_error& e) {
+    threw = true;
+    CHECK_THAT(e.what(), Catch::Contains("NaN"));
+  }
+  CHECK(threw);
+  CHECK(target.size() + 1 == decoder.history().size());
+  target.fail_at = 0;
+  CHECK(decoder.generate(prompt, o).tokens.size() == 30);
+}
