@@ -181,7 +181,7 @@ class ngram_drafter {
   void accept(std::span<const token_id> committed) {
     if (!synced_) return;
     check_length(index_.size() + committed.size());
-    for (const token_id t : committed) index_.push(t);
+    index_.push(committed);
   }
 
   /// specdec::Drafter: forgets the sequence and any set_prompt_length. Keeps allocated capacity.
@@ -202,6 +202,11 @@ class ngram_drafter {
       rebuild(copy);
     }
   }
+
+  /// Pre-sizes the index for a context of `n` tokens so that growing to n never reallocates or
+  /// rehashes (no latency spikes); sized for the worst case of all-distinct n-grams, about
+  /// 32 * max_ngram + 4 * (max_ngram - min_ngram + 2) bytes per token. Survives reset().
+  void reserve(std::size_t n) { index_.reserve(n); }
 
   /// The prompt length in use (0 before the first history after reset, unless set).
   std::size_t prompt_length() const noexcept { return prompt_length_; }
@@ -227,7 +232,7 @@ class ngram_drafter {
       return;
     }
     check_length(history.size());
-    for (std::size_t i = n; i < history.size(); ++i) index_.push(history[i]);
+    index_.push(history.subspan(n));
   }
 
   void rebuild(std::span<const token_id> history) {
@@ -237,7 +242,7 @@ class ngram_drafter {
     if (!prompt_explicit_) prompt_length_ = history.size();
     const std::size_t prompt_count = prompt_length_ > 0 ? prompt_length_ - 1 : 0;
     index_.set_prompt_count(static_cast<std::uint32_t>(std::min<std::size_t>(prompt_count, none)));
-    for (const token_id t : history) index_.push(t);
+    index_.push(history);
     synced_ = true;
   }
 

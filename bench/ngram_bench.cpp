@@ -1,0 +1,167 @@
+// bench/ngram_bench.cpp - per-step cost of ngram_drafter (propose K + accept what a perfect target
+// keeps) at growing contexts, against a naive rescan of the same context measured in the same run.
+//
+//   BM_ngram_step/<context>        incremental drafter; counters: rescan_ns (the naive step cost,
+//                                  measured in this benchmark before the timed loop), ratio
+//                                  (rescan / incremental per step), tokens_per_step.
+//   BM_naive_rescan_step/<context> the reference on its own: rescans the whole context each step.
+//
+// The stream: vocabulary 32000, skewed fresh tokens, and copies of earlier spans (8..64 tokens,
+// half from the last 4096 tokens, half from anywhere), so that about half the tokens repeat text.
+// Times are CPU time of the benchmark thread (the default), as is rescan_ns.
+// Each step proposes K = 8 tokens at the current position, accepts the prefix that matches the
+// stream plus one token, and appends those. The context stays within [N, N + N/8 + 9): the timed
+// drafter is re-copied from one built at N (timing paused) when it has grown by N/8.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+#include <time.h>
+
+#include <specdec/draft/ngram_drafter.hpp>
+
+namespace {
+
+using specdec::token_id;
+constexpr std::size_t k_draft = 8;
+
+struct splitmix {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
+};
+
+const std::vector<token_id>& stream(std::size_t n) {
+  static std::map<std::size_t, std::vector<token_id>> cache;
+  auto& s = cache[n];
+  if (!s.empty()) return s;
+  splitmix g{n};
+  s.reserve(n);
+  while (s.size() < n) {
+    if (s.size() > 64 && g.uniform() < 0.04) {
+      const std::size_t len = 8 + g.below(57);
+      const std::size_t window = std::min<std::size_t>(s.size(), g.below(2) ? 4096 : s.size());
+      std::size_t from = s.size() - 1 - g.below(window);
+      for (std::size_t i = 0; i < len && s.size() < n; ++i) s.push_back(s[from++]);
+    } else {
+      const double u = g.uniform();
+      s.push_back(static_cast<token_id>(32000.0 * u * u * u));  // skewed towards small ids
+    }
+  }
+  return s;
+}
+
+// The naive most-recent rule: for m = 4..2, scan back from the end for the latest earlier match.
+void naive_propose(std::span<const token_id> h, std::size_t k, std::vector<token_id>& out) {
+  out.clear();
+  const std::size_t n = h.size();
+  for (std::size_t m = 4; m >= 2; --m) {
+    if (n < m + 1) continue;
+    const auto suffix = h.subspan(n - m);
+    for (std::size_t e = n - 1; e-- > m - 1;) {
+      if (h[e] != suffix[m - 1] || !std::equal(suffix.begin(), suffix.end(), h.begin() +
+                                                   static_cast<std::ptrdiff_t>(e + 1 - m)))
+        continue;
+      const std::size_t count = std::min(k, n - 1 - e);
+      out.assign(h.begin() + static_cast<std::ptrdiff_t>(e + 1),
+                 h.begin() + static_cast<std::ptrdiff_t>(e + 1 + count));
+      return;
+    }
+  }
+}
+
+// Tokens a perfect target commits after `draft` at position `pos`: matching prefix + 1.
+std::size_t committed(const std::vector<token_id>& s, std::size_t pos,
+                      const std::vector<token_id>& draft) {
+  std::size_t a = 0;
+  while (a < draft.size() && pos + a < s.size() && draft[a] == s[pos + a]) ++a;
+  return std::min(a + 1, s.size() - pos);
+}
+
+// CPU time of this thread: the machine is shared, so wall time is noisy.
+double thread_cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Runs steps of the naive rule from context n until `budget` has elapsed; returns ns per step.
+double naive_ns_per_step(const std::vector<token_id>& s, std::size_t n, double budget_s) {
+  std::vector<token_id> out;
+  std::size_t pos = n, steps = 0;
+  const double start = thread_cpu_s();
+  double elapsed = 0;
+  while (steps < 3 || elapsed < budget_s) {
+    naive_propose(std::span(s).first(pos), k_draft, out);
+    pos += committed(s, pos, out);
+    if (pos + k_draft + 1 >= s.size()) pos = n;
+    ++steps;
+    elapsed = thread_cpu_s() - start;
+  }
+  return elapsed * 1e9 / static_cast<double>(steps);
+}
+
+void BM_ngram_step(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const auto& s = stream(n + n / 8 + 2 * k_draft + 2);
+  const double rescan_ns = naive_ns_per_step(s, n, 0.05);
+
+  specdec::ngram_drafter base({.max_draft = k_draft});
+  base.reserve(s.size());  // growth (amortised O(1)) is not what this measures
+  base.propose(std::span(s).first(n), k_draft);
+  specdec::ngram_drafter work = base;
+  std::vector<token_id> out;
+  std::size_t pos = n, steps = 0, tokens = 0;
+  double paused_s = 0;
+  const double start = thread_cpu_s();
+  for (auto _ : state) {
+    work.propose_into(std::span(s).first(pos), k_draft, out);
+    const std::size_t c = committed(s, pos, out);
+    work.accept(std::span(s).subspan(pos, c));
+    pos += c;
+    tokens += c;
+    ++steps;
+    if (pos >= n + n / 8) {
+      state.PauseTiming();
+      const double pause = thread_cpu_s();
+      work = base;
+      pos = n;
+      paused_s += thread_cpu_s() - pause;
+      state.ResumeTiming();
+    }
+  }
+  const double loop_s = thread_cpu_s() - start - paused_s;
+  state.counters["rescan_ns"] = rescan_ns;
+  state.counters["ratio"] = rescan_ns / (loop_s * 1e9 / static_cast<double>(steps));
+  state.counters["tokens_per_step"] = static_cast<double>(tokens) / static_cast<double>(steps);
+}
+
+void BM_naive_rescan_step(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const auto& s = stream(n + n / 8 + 2 * k_draft + 2);
+  std::vector<token_id> out;
+  std::size_t pos = n;
+  for (auto _ : state) {
+    naive_propose(std::span(s).first(pos), k_draft, out);
+    pos += committed(s, pos, out);
+    if (pos >= n + n / 8) pos = n;
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_ngram_step)->Arg(1 << 10)->Arg(1 << 14)->Arg(1 << 17)->Arg(1 << 20);
+BENCHMARK(BM_naive_rescan_step)->Arg(1 << 10)->Arg(1 << 14)->Arg(1 << 17)->Arg(1 << 20);
+
+BENCHMARK_MAIN();
