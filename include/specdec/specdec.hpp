@@ -1,0 +1,25 @@
+// specdec/specdec.hpp - everything: include this one header to use the library.
+//
+// The data path, in the order of the folders:
+//   tokens -> concepts/ (the model and drafter contracts) -> draft/ (who proposes)
+//   -> model (yours) -> math/ (logits -> distributions) -> verify/ (who judges)
+//   -> decoder.hpp (accepted tokens, caches rolled back) -> stats.hpp
+#pragma once
+
+#include "specdec/concepts/drafter.hpp"
+#include "specdec/concepts/language_model.hpp"
+#include "specdec/concepts/tree_language_model.hpp"
+#include "specdec/decoder.hpp"
+#include "specdec/draft/model_drafter.hpp"
+#include "specdec/draft/ngram_drafter.hpp"
+#include "specdec/draft/no_drafter.hpp"
+#include "specdec/math/rng.hpp"
+#include "specdec/math/sample.hpp"
+#include "specdec/math/sampling_params.hpp"
+#include "specdec/math/softmax.hpp"
+#include "specdec/math/warp.hpp"
+#include "specdec/stats.hpp"
+#include "specdec/types.hpp"
+#include "specdec/verify/greedy.hpp"
+#include "specdec/verify/rejection.hpp"
+#include "specdec/verify/result.hpp"
