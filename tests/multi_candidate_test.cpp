@@ -207,13 +207,15 @@ TEST_CASE("multi_candidate: Algorithm 2 (without replacement) is lossless at one
 TEST_CASE("multi_candidate: deterministic candidates are lossless at one node") {
   const std::vector<double> p{.22, .18, .15, .12, .1, .08, .06, .05, .03, .01};
   const std::vector<double> zeros{.4, 0, .3, 0, .2, 0, .1, 0, 0, 0};
+  // After removing token 3 the remainder is < 1e-3: the mass is then recomputed exactly.
+  const std::vector<double> peaked{.0002, .0001, .0001, .999, .0001, .0001, .0001, .0001, .0001, .0001};
   const std::vector<std::vector<token_id>> lists{
-      {3, 0, 9, 1, 4, 8, 2, 5},  // distinct
+      {3, 0, 9, 1, 4, 8, 2, 5},  // distinct (3 first: the peak of `peaked`)
       {2, 2, 7, 2, 0, 0, 9, 9},  // duplicates
       {1, 3, 5, 7, 0, 2, 4, 6},  // leading zero-probability tokens (under `zeros`)
   };
   std::uint64_t seed = 300;
-  for (const auto& target : {p, zeros}) {
+  for (const auto& target : {p, zeros, peaked}) {
     for (const auto& list : lists) {
       for (std::size_t k : {1, 2, 4, 8}) {
         const std::vector<token_id> cands(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(k));

@@ -53,9 +53,14 @@ inline std::vector<std::size_t> parse_branching(std::string_view config) {
       continue;
     }
     const char c = config[i];
-    if (c < '0' || c > '9')
-      fail("'" + std::string(1, c) + "' at position " + std::to_string(i) +
-           " is not a digit or 'x'");
+    if (c < '0' || c > '9') {
+      std::string why = "'";  // built piecewise: GCC 12 warns (-Wrestrict) on the + chain
+      why += c;
+      why += "' at position ";
+      why += std::to_string(i);
+      why += " is not a digit or 'x'";
+      fail(why);
+    }
     value = value * 10 + static_cast<std::size_t>(c - '0');
     have_digit = true;
     if (value > max_tree_nodes) fail("the tree would exceed max_tree_nodes");

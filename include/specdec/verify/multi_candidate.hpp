@@ -67,8 +67,15 @@ inline void take_residual(tree_verify_workspace& ws, double mass) {
   std::swap(ws.p, ws.scratch);
 }
 
+inline double exact_mass(std::span<const float> p) {
+  double m = 0.0;
+  for (float x : p) m += x;
+  return m;
+}
+
 // One node of a sampling walk: ws.p holds the warped target row of `node`. Tries the children
-// in order; returns the accepted child or -1 with ws.p left as the final residual.
+// in order; returns the accepted child or -1 with ws.p left as the final residual (unnormalised
+// for deterministic candidates; sample() accepts that).
 inline std::int32_t choose_child(const token_tree& tree, std::size_t node, const logits_view& q,
                                  candidate_draw draw, rng& gen, tree_verify_workspace& ws) {
   const auto kids = tree.children(node);
@@ -76,14 +83,19 @@ inline std::int32_t choose_child(const token_tree& tree, std::size_t node, const
   std::span<const float> q_row;
   if (draw != candidate_draw::deterministic) q_row = row_of(q, node);
   if (draw == candidate_draw::without_replacement) ws.q.assign(q_row.begin(), q_row.end());
+  double mass = 1.0;  // deterministic: the total of ws.p (warp normalises it)
   for (const std::int32_t child : kids) {
     const token_id x = tree.token(static_cast<std::size_t>(child));
     const auto xi = static_cast<std::size_t>(x);
     const double px = ws.p[xi];
     switch (draw) {
       case candidate_draw::deterministic: {
-        if (gen.uniform_open() < px) return child;
-        take_residual(ws, residual_one_hot(ws.p, x, ws.scratch));
+        // ws.p stays unnormalised with total `mass`: removing x is O(1), not a pass over V.
+        if (gen.uniform_open() * mass < px) return child;
+        if (mass - px <= residual_noise_floor) break;  // as residual_one_hot: keep p
+        ws.p[xi] = 0.0f;
+        mass -= px;
+        if (mass < 1e-3) mass = exact_mass(ws.p);  // small remainders: no cancellation error
         break;
       }
       case candidate_draw::iid: {
@@ -145,7 +157,8 @@ inline std::int32_t choose_child(const token_tree& tree, std::size_t node, const
  * Throws std::invalid_argument for mismatched shapes, a `draw` that disagrees with `q` (rows iff
  * not deterministic), a non-root token outside [0, V), a candidate that cannot have been drawn
  * (q(x) = 0 on a visited node), bad `sp`; std::domain_error for NaN or +inf in a row read.
- * Cost: one warp (O(V)) per visited node plus O(V) per rejected candidate; allocation-free once
+ * Cost: one warp (O(V)) per visited node plus O(V) per rejected candidate (O(1) for
+ * deterministic candidates) and one O(V) draw at the stop node; allocation-free once
  * `ws` and `out.accepted` have grown. Not thread-safe per workspace.
  */
 inline void verify_tree(const token_tree& tree, logits_view target, logits_view q,
