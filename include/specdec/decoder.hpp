@@ -66,9 +66,10 @@ struct step_result {
  *
  * Use generate() for a whole run, or start() then step() until done() to drive it from an
  * engine's own scheduler. The decoder holds references: the models and the drafter must outlive
- * it. Not thread-safe.
+ * it. Not thread-safe. (Target must model LanguageModel and Draft must model Drafter; the class
+ * checks it with a static_assert that says what is missing.)
  */
-template <LanguageModel Target, Drafter Draft = no_drafter>
+template <class Target, class Draft = no_drafter>
 class speculative_decoder {
   static_assert(detail::check_language_model<Target>());
   static_assert(detail::check_drafter<Draft>());

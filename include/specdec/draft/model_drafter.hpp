@@ -28,7 +28,7 @@ namespace specdec {
  * Cost per propose: one append of the tokens the history gained, then k - 1 single-token appends.
  * Not thread-safe. The model must outlive the drafter.
  */
-template <LanguageModel Model>
+template <class Model>
 class model_drafter {
   static_assert(detail::check_language_model<Model>());
 
