@@ -40,12 +40,14 @@ enum class ngram_search_policy {
 /**
  * Settings of ngram_drafter; validate() throws std::invalid_argument naming the field and bound.
  *
- * Defaults: n-grams of 4 down to 2 tokens and drafts of at most 8 tokens. Unigram matches
- * (min_ngram = 1) fire on almost every step, since nearly every token has occurred before, and
- * mostly propose tokens the target rejects, which costs verification work for nothing; 2 tokens
- * are the shortest context that predicts source text and edits well. Beyond 4 tokens the matched
- * occurrence rarely changes, so longer n-grams add index memory and update time for little gain
- * (see docs/ngram.md for the replay measurements behind these numbers).
+ * Defaults: n-grams of 4 down to 2 tokens and drafts of at most 8 tokens. A 1-token suffix
+ * matches on almost every step (nearly every token has occurred before), so min_ngram = 1 mostly
+ * adds drafts the target rejects: in the byte-level edit replays of docs/ngram.md it raises
+ * tokens per step by < 0.1%. Longer suffixes pick better occurrences when tokens are short
+ * (bytes: 2..8 gives ~20% more tokens per step than 2..4), but each extra length costs one more
+ * table probe per appended token and 4 bytes per token; with subword tokens of 3-4 bytes, 4
+ * tokens already span 12-16 bytes. K = 8 keeps the verification batch small; edits that copy
+ * long spans gain from 16 (see docs/ngram.md).
  */
 struct ngram_options {
   std::size_t min_ngram = 2;   ///< shortest suffix that may match, >= 1.
