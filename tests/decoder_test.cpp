@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/draft/model_drafter.hpp>
+#include <specdec/draft/ngram_drafter.hpp>
 
 #include <cmath>
 #include <limits>
@@ -95,6 +96,46 @@ TEST_CASE("decoder: sampled speculative decoding keeps the target's joint distri
       CHECK(chi.pass());
       CHECK(accepted > 0);
     }
+  }
+}
+
+TEST_CASE("decoder: prompt lookup (n-gram drafts) is lossless, greedy and sampled") {
+  table_model target({.vocab_size = 5, .order = 2, .seed = 5, .scale = 3.0f});
+  specdec::ngram_drafter lookup({.min_ngram = 1, .max_ngram = 3});
+  specdec::speculative_decoder decoder(target, lookup);
+  const std::vector<token_id> prompt{1, 2, 3, 1, 2, 3, 1, 2};
+  specdec::generate_options o;
+  SECTION("greedy equals greedy decoding") {
+    o.max_new_tokens = 60;
+    o.sampling.temperature = 0.0f;
+    const auto plain = specdec::generate_autoregressive(target, prompt, o);
+    for (std::size_t k : {1u, 3u, 8u}) {
+      o.draft_length = k;
+      const auto r = decoder.generate(prompt, o);
+      CHECK(r.tokens == plain.tokens);
+      CHECK(r.stats.accepted_tokens > 0);
+    }
+  }
+  SECTION("sampled: the joint distribution of three tokens is the target's") {
+    specdec::sampling_params sp;
+    sp.temperature = 1.2f;
+    sp.top_k = 4;
+    const auto expected = exact_joint(target, prompt, 3, sp);
+    o.max_new_tokens = 3;
+    o.draft_length = 3;
+    o.sampling = sp;
+    std::vector<std::size_t> counts(expected.size());
+    std::size_t accepted = 0;
+    for (int t = 0; t < 60000; ++t) {
+      o.sampling.seed = static_cast<std::uint64_t>(t);
+      const auto r = decoder.generate(prompt, o);
+      counts[static_cast<std::size_t>((r.tokens[0] * 5 + r.tokens[1]) * 5 + r.tokens[2])]++;
+      accepted += r.stats.accepted_tokens;
+    }
+    const auto chi = specdec::test::chi_square(counts, expected);
+    INFO(chi.describe());
+    CHECK(chi.pass());
+    CHECK(accepted > 1000);
   }
 }
 
