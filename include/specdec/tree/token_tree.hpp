@@ -6,9 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <limits>
 #include <map>
-#include <ranges>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -73,6 +73,34 @@ inline std::vector<std::size_t> parse_branching(std::string_view config) {
   }
   return factors;
 }
+
+/// A contiguous range of node indices [first, last), usable in range-for and with iterator
+/// algorithms. (Not std::views::iota, which some Clang + libstdc++ pairs reject.) O(1) to copy.
+struct node_range {
+  struct iterator {
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = std::int32_t;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const std::int32_t*;
+    using reference = std::int32_t;
+    std::int32_t at = 0;
+    std::int32_t operator*() const noexcept { return at; }
+    iterator& operator++() noexcept {
+      ++at;
+      return *this;
+    }
+    iterator operator++(int) noexcept { return {at++}; }
+    friend bool operator==(iterator a, iterator b) noexcept { return a.at == b.at; }
+  };
+  std::int32_t first = 0, last = 0;
+  iterator begin() const noexcept { return {first}; }
+  iterator end() const noexcept { return {last}; }
+  std::size_t size() const noexcept { return static_cast<std::size_t>(last - first); }
+  bool empty() const noexcept { return first == last; }
+  std::int32_t operator[](std::size_t k) const noexcept {
+    return first + static_cast<std::int32_t>(k);
+  }
+};
 
 /**
  * A token tree flattened in breadth-first order.
@@ -253,9 +281,9 @@ class token_tree {
   }
 
   /// The children of a node, in candidate order, as a range of node indices. O(1).
-  std::ranges::iota_view<std::int32_t, std::int32_t> children(std::size_t node) const {
+  node_range children(std::size_t node) const {
     check(node, "children");
-    return std::views::iota(child_begin_[node], child_begin_[node + 1]);
+    return {child_begin_[node], child_begin_[node + 1]};
   }
   std::size_t num_children(std::size_t node) const {
     check(node, "num_children");
@@ -272,9 +300,9 @@ class token_tree {
   }
 
   /// The nodes at depth d, a contiguous range of indices (empty past max_depth()). O(1).
-  std::ranges::iota_view<std::int32_t, std::int32_t> level(std::size_t d) const {
-    if (d + 1 >= level_begin_.size()) return std::views::iota(0, 0);
-    return std::views::iota(level_begin_[d], level_begin_[d + 1]);
+  node_range level(std::size_t d) const {
+    if (d + 1 >= level_begin_.size()) return {};
+    return {level_begin_[d], level_begin_[d + 1]};
   }
 
   /// The node indices from the root (0) down to `node`, inclusive, into `out` (cleared first):
