@@ -113,6 +113,13 @@ TEST_CASE("llama2c model: greedy generation reproduces run.c's reference output"
   const std::vector<token_id> generated(fed.begin() + 1, fed.end());
   CHECK(generated == reference_ids);
   CHECK(tok.decode(generated) == reference_text);
+
+  // One batched pass over the same 96 positions makes the same greedy choices.
+  m.truncate(0);
+  std::vector<float> all(96 * m.vocab_size());
+  m.append(std::span(fed).first(96), all);
+  for (std::size_t pos = prompt.size() - 1; pos < 96; ++pos)
+    CHECK(static_cast<token_id>(argmax(std::span(all).subspan(pos * 512, 512))) == fed[pos + 1]);
 }
 
 TEST_CASE("llama2c tokenizer: the Llama 2 vocabulary loads and round-trips text") {
