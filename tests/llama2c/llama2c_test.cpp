@@ -3,6 +3,15 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+// Let the test catch Eigen heap allocations in Release builds too: Eigen then checks
+// set_is_malloc_allowed() in every allocation, and its assertions throw.
+#include <stdexcept>
+#define EIGEN_RUNTIME_NO_MALLOC
+#define eigen_assert(x) \
+  do {                  \
+    if (!(x)) throw std::runtime_error("Eigen assertion failed: " #x); \
+  } while (false)
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -435,6 +444,33 @@ TEST_CASE("llama2c layer_skip_draft: shares the target's weights and agrees with
               << " positions\n";
     if (layers == 4) CHECK(agree == toks.size());
   }
+}
+
+TEST_CASE("llama2c model: append, tree and commit allocate nothing once warmed up") {
+  llama2c::model m(checkpoint_path);
+  const std::vector<token_id> ctx{1, 303, 281, 269, 435, 447, 328, 446};
+  const std::vector<std::int32_t> parents{-1, 0, 0, 1, 1, 2, 2, -1};
+  const std::vector<std::int32_t> path{0, 1, 3};
+  std::vector<float> logits(ctx.size() * 512);
+  const auto round = [&] {
+    m.truncate(0);
+    m.append(ctx, logits);
+    m.append(std::span(ctx).first(1), std::span(logits).first(512));
+    m.append_tree(ctx, parents, logits);
+    m.commit(path);
+  };
+  round();  // scratch grows to 8 rows here
+  Eigen::internal::set_is_malloc_allowed(false);
+  bool threw = false;
+  try {
+    round();
+  } catch (const std::exception& e) {
+    threw = true;
+    INFO(e.what());
+  }
+  Eigen::internal::set_is_malloc_allowed(true);
+  CHECK_FALSE(threw);
+  CHECK(m.size() == ctx.size() + 1 + path.size());
 }
 
 int main(int argc, char* argv[]) {
