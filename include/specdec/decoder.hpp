@@ -12,12 +12,17 @@
 
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/concepts/language_model.hpp"
+#include "specdec/concepts/tree_drafter.hpp"
 #include "specdec/draft/no_drafter.hpp"
 #include "specdec/math/rng.hpp"
 #include "specdec/math/sampling_params.hpp"
 #include "specdec/stats.hpp"
 #include "specdec/types.hpp"
+#include "specdec/tree/token_tree.hpp"
+#include "specdec/tree/tree_draft.hpp"
+#include "specdec/tree/tree_fallback.hpp"
 #include "specdec/verify/greedy.hpp"
+#include "specdec/verify/multi_candidate.hpp"
 #include "specdec/verify/rejection.hpp"
 
 namespace specdec {
@@ -30,6 +35,12 @@ struct generate_options {
   sampling_params sampling;            ///< warping + seed, same for target and draft
   /// Called with each emitted token, in order, as soon as it is verified; return false to stop.
   std::function<bool(token_id)> on_token;
+  /// Multi-candidate decoding: a token tree of branching k1 x k2 x ... per step (empty = one
+  /// chain of draft_length tokens). Needs a TreeDrafter; draft_length is then unused.
+  std::vector<std::size_t> tree;
+  /// How a sampling tree drafter draws each node's candidates: iid (MCSD Algorithm 1) or
+  /// without_replacement (Algorithm 2). Greedy and n-gram drafts are deterministic regardless.
+  candidate_draw tree_draw = candidate_draw::iid;
 };
 
 /// Why a generation ended.
@@ -135,27 +146,24 @@ class speculative_decoder {
     stats_.total_seconds = stats_.prefill_seconds;
   }
 
-  /// One draft -> target -> verify -> commit iteration; emits between 1 and K + 1 tokens.
-  /// Throws std::logic_error if called when done().
+  /// One draft -> target -> verify -> commit iteration; emits between 1 and K + 1 tokens (for a
+  /// tree, 1 to depth + 1). Throws std::logic_error if called when done().
   step_result step() {
     if (done_) throw std::logic_error("speculative_decoder::step: no generation in progress");
+    if constexpr (TreeDrafter<Draft>) {
+      if (!options_.tree.empty()) return tree_step();
+    }
     const auto t0 = clock::now();
     const std::size_t v = vocab();
     const std::size_t h = history_.size();
-    const std::size_t remaining = options_.max_new_tokens - generated();
-    const std::size_t room = max_size_of(target_) - h;  // >= 1 while not done
-    const std::size_t k = std::min({options_.draft_length, remaining - 1, room - 1});
+    const std::size_t k = std::min(options_.draft_length, draft_budget());
 
     // 1. draft
     draft_.clear();
     if (k > 0) drafter_.propose(history_, k, options_.sampling, gen_, draft_);
     const auto t1 = clock::now();
     const std::size_t n = std::min(draft_.size(), k);
-    for (std::size_t i = 0; i < n; ++i)
-      if (draft_.tokens[i] < 0 || static_cast<std::size_t>(draft_.tokens[i]) >= v)
-        throw std::invalid_argument("drafter: proposed token " +
-                                    std::to_string(draft_.tokens[i]) +
-                                    " outside the vocabulary [0, " + std::to_string(v) + ")");
+    for (std::size_t i = 0; i < n; ++i) check_draft_token(draft_.tokens[i]);
     if (!draft_.deterministic() &&
         (static_cast<std::size_t>(draft_.q.rows()) < n || static_cast<std::size_t>(draft_.q.cols()) != v))
       throw std::invalid_argument("drafter: q must have one row of vocab_size per draft token");
@@ -185,50 +193,11 @@ class speculative_decoder {
       throw;
     }
     const auto t3 = clock::now();
-
-    // 4. commit: emit accepted drafts + the target's token, cut at a stop condition
-    const std::size_t before = h;
-    try {
-      for (std::size_t i = 0; i <= verdict.accepted && !done_; ++i) {
-        const token_id t = i < verdict.accepted ? draft_.tokens[i] : verdict.next;
-        history_.push_back(t);
-        update_done(t);
-        if (options_.on_token && !options_.on_token(t) && !done_) {
-          done_ = true;
-          reason_ = stop_reason::callback;
-        }
-      }
-    } catch (...) {
-      target_.truncate(history_.size() - 1);
-      done_ = true;
-      reason_ = stop_reason::callback;
-      throw;
-    }
-    target_.truncate(history_.size() - 1);
-    const std::span<const token_id> emitted(history_.data() + before, history_.size() - before);
-    drafter_.accept(emitted);
-
-    // 5. statistics
-    const std::size_t kept = std::min(verdict.accepted, emitted.size());
-    stats_.target_calls += 1;
-    stats_.draft_calls += n > 0;
-    stats_.drafted_tokens += n;
-    stats_.accepted_tokens += kept;
-    if (stats_.drafted_at.size() < n) {
-      stats_.drafted_at.resize(n);
-      stats_.accepted_at.resize(n);
-    }
-    for (std::size_t i = 0; i < n; ++i) stats_.drafted_at[i] += 1;
-    for (std::size_t i = 0; i < verdict.accepted; ++i) stats_.accepted_at[i] += 1;
-    stats_.generated_tokens = generated();
-    if constexpr (requires { drafter_.model_calls(); })
-      stats_.draft_model_calls = drafter_.model_calls() - draft_calls_at_start_;
-    const auto t4 = clock::now();
-    stats_.draft_seconds += seconds(t1 - t0);
-    stats_.target_seconds += seconds(t2 - t1);
-    stats_.verify_seconds += seconds(t3 - t2);
-    stats_.total_seconds += seconds(t4 - t0);
-    return {emitted, n, verdict.accepted, done_};
+    // The target's context now holds the history and the accepted drafts: commit is a truncate
+    // (inside emit).
+    accepted_tokens_.assign(draft_.tokens.begin(),
+                            draft_.tokens.begin() + static_cast<std::ptrdiff_t>(verdict.accepted));
+    return emit(h, verdict.next, n, n, t0, t1, t2, t3);
   }
 
   /// True when no generation is in progress or the current one has finished.
@@ -247,6 +216,119 @@ class speculative_decoder {
   static double seconds_since(clock::time_point t) { return seconds(clock::now() - t); }
 
   std::size_t vocab() const { return static_cast<std::size_t>(target_.vocab_size()); }
+
+  // How many draft positions this step may use: the last token of a step is the target's own,
+  // and every emitted token must fit in the target's context.
+  std::size_t draft_budget() const {
+    const std::size_t remaining = options_.max_new_tokens - generated();
+    const std::size_t room = max_size_of(target_) - history_.size();  // >= 1 while not done
+    return std::min(remaining - 1, room - 1);
+  }
+
+  void check_draft_token(token_id t) const {
+    if (t < 0 || static_cast<std::size_t>(t) >= vocab())
+      throw std::invalid_argument("drafter: proposed token " + std::to_string(t) +
+                                  " outside the vocabulary [0, " + std::to_string(vocab()) + ")");
+  }
+
+  // One multi-candidate step: draft a tree, score it in one target call (tree attention, or the
+  // path-by-path fallback), walk it with the multi-candidate verifier, keep the accepted path.
+  step_result tree_step() {
+    const auto t0 = clock::now();
+    const std::size_t v = vocab();
+    const std::size_t h = history_.size();
+    const std::size_t depth = std::min(options_.tree.size(), draft_budget());
+    if (depth > 0) {
+      drafter_.propose_tree(history_, std::span<const std::size_t>(options_.tree).first(depth),
+                            options_.sampling, gen_, options_.tree_draw, tree_draft_);
+    } else {
+      tree_draft_.tree = token_tree(history_.back());
+      tree_draft_.q.resize(0, static_cast<Eigen::Index>(v));
+      tree_draft_.draw = candidate_draw::deterministic;
+    }
+    const auto t1 = clock::now();
+    const token_tree& tree = tree_draft_.tree;
+    if (tree.token(0) != history_.back())
+      throw std::invalid_argument("drafter: the tree's root must be the last history token");
+    if (tree.max_depth() > depth)
+      throw std::invalid_argument("drafter: the tree is deeper than requested");
+    for (std::size_t i = 1; i < tree.size(); ++i) check_draft_token(tree.token(i));
+    const bool sampled_q = tree_draft_.draw != candidate_draw::deterministic;
+
+    logits_.resize(tree.size() * v);
+    evaluate_tree(target_, tree, std::span<float>(logits_), tree_eval_ws_);  // throws => unchanged
+    const auto t2 = clock::now();
+    try {
+      const logits_view rows(logits_.data(), static_cast<Eigen::Index>(tree.size()),
+                             static_cast<Eigen::Index>(v));
+      const logits_view q(tree_draft_.q.data(), sampled_q ? tree_draft_.q.rows() : 0,
+                          static_cast<Eigen::Index>(v));
+      verify_tree(tree, rows, q, tree_draft_.draw, options_.sampling, gen_, tree_verify_ws_,
+                  tree_verdict_);
+      path_.assign(1, 0);
+      path_.insert(path_.end(), tree_verdict_.accepted.begin(), tree_verdict_.accepted.end());
+      commit_tree_path(target_, tree, path_, tree_eval_ws_);
+    } catch (...) {
+      if constexpr (TreeLanguageModel<Target>) {
+        if (target_.size() + 1 == h) target_.commit(std::span<const std::int32_t>());
+      }
+      target_.truncate(std::min<std::size_t>(target_.size(), h - 1));
+      throw;
+    }
+    const auto t3 = clock::now();
+    accepted_tokens_.clear();
+    for (std::int32_t node : tree_verdict_.accepted)
+      accepted_tokens_.push_back(tree.token(static_cast<std::size_t>(node)));
+    return emit(h, tree_verdict_.next, tree.max_depth(), tree.size() - 1, t0, t1, t2, t3);
+  }
+
+  // Emits accepted_tokens_ then `next`, stopping at a stop condition; rolls the target back to
+  // the history minus its last token; tells the drafter; updates the statistics.
+  step_result emit(std::size_t h, token_id next, std::size_t positions, std::size_t nodes,
+                   clock::time_point t0, clock::time_point t1, clock::time_point t2,
+                   clock::time_point t3) {
+    const std::size_t accepted = accepted_tokens_.size();
+    try {
+      for (std::size_t i = 0; i <= accepted && !done_; ++i) {
+        const token_id t = i < accepted ? accepted_tokens_[i] : next;
+        history_.push_back(t);
+        update_done(t);
+        if (options_.on_token && !options_.on_token(t) && !done_) {
+          done_ = true;
+          reason_ = stop_reason::callback;
+        }
+      }
+    } catch (...) {
+      target_.truncate(history_.size() - 1);
+      done_ = true;
+      reason_ = stop_reason::callback;
+      throw;
+    }
+    target_.truncate(history_.size() - 1);
+    const std::span<const token_id> emitted(history_.data() + h, history_.size() - h);
+    drafter_.accept(emitted);
+
+    stats_.target_calls += 1;
+    stats_.draft_calls += positions > 0;
+    stats_.drafted_tokens += positions;
+    stats_.drafted_nodes += nodes;
+    stats_.accepted_tokens += accepted;
+    if (stats_.drafted_at.size() < positions) {
+      stats_.drafted_at.resize(positions);
+      stats_.accepted_at.resize(positions);
+    }
+    for (std::size_t i = 0; i < positions; ++i) stats_.drafted_at[i] += 1;
+    for (std::size_t i = 0; i < accepted; ++i) stats_.accepted_at[i] += 1;
+    stats_.generated_tokens = generated();
+    if constexpr (requires { drafter_.model_calls(); })
+      stats_.draft_model_calls = drafter_.model_calls() - draft_calls_at_start_;
+    const auto t4 = clock::now();
+    stats_.draft_seconds += seconds(t1 - t0);
+    stats_.target_seconds += seconds(t2 - t1);
+    stats_.verify_seconds += seconds(t3 - t2);
+    stats_.total_seconds += seconds(t4 - t0);
+    return {emitted, positions, accepted, done_};
+  }
   std::size_t generated() const noexcept { return history_.size() - prompt_size_; }
 
   void validate(std::span<const token_id> prompt, const generate_options& o) const {
@@ -269,6 +351,21 @@ class speculative_decoder {
                                     "] = " + std::to_string(o.stop_tokens[i]) +
                                     " is outside the vocabulary [0, " + std::to_string(v) + ")");
     o.sampling.validate();
+    if (!o.tree.empty()) {
+      if constexpr (!TreeDrafter<Draft>) {
+        throw std::invalid_argument(
+            "generate_options.tree: this drafter cannot draft trees (it does not model "
+            "specdec::TreeDrafter)");
+      }
+      for (std::size_t i = 0; i < o.tree.size(); ++i)
+        if (o.tree[i] == 0)
+          throw std::invalid_argument("generate_options.tree[" + std::to_string(i) +
+                                      "]: a branching factor must be >= 1");
+      if (o.tree_draw == candidate_draw::deterministic)
+        throw std::invalid_argument(
+            "generate_options.tree_draw: must be iid or without_replacement (deterministic "
+            "drafters say so themselves)");
+    }
   }
 
   // Marks the run done when a limit is reached (after emitting `t`, if given).
@@ -299,6 +396,12 @@ class speculative_decoder {
   std::vector<token_id> feed_;
   std::vector<float> logits_;
   rejection_workspace verify_ws_;
+  std::vector<token_id> accepted_tokens_;
+  tree_draft tree_draft_;
+  tree_eval_workspace tree_eval_ws_;
+  tree_verify_workspace tree_verify_ws_;
+  tree_verify_result tree_verdict_;
+  std::vector<std::int32_t> path_;
   std::size_t draft_calls_at_start_ = 0;
 };
 

@@ -14,7 +14,8 @@ struct decode_stats {
   std::size_t target_calls = 0;      ///< target appends after the prompt (one per step)
   std::size_t draft_calls = 0;       ///< drafter propose calls that returned >= 1 token
   std::size_t draft_model_calls = 0; ///< appends on the draft model, when the drafter has one
-  std::size_t drafted_tokens = 0;    ///< draft tokens sent to the target
+  std::size_t drafted_tokens = 0;    ///< draft positions sent to the target (a tree: its depth)
+  std::size_t drafted_nodes = 0;     ///< draft tokens sent to the target (a tree: all its nodes)
   std::size_t accepted_tokens = 0;   ///< draft tokens the verifier kept
   std::vector<std::size_t> drafted_at;   ///< [i]: steps whose draft had a token at position i
   std::vector<std::size_t> accepted_at;  ///< [i]: steps that accepted the draft at position i
@@ -24,7 +25,8 @@ struct decode_stats {
   double verify_seconds = 0.0;   ///< inside the verifier
   double total_seconds = 0.0;    ///< the whole run, prompt included
 
-  /// accepted / drafted, 0 when nothing was drafted.
+  /// accepted / drafted positions, 0 when nothing was drafted. For trees this is the share of
+  /// drafted depth that was accepted (MCSD's acceptance rate), not per node.
   double acceptance_rate() const noexcept {
     return drafted_tokens ? static_cast<double>(accepted_tokens) / drafted_tokens : 0.0;
   }

@@ -9,13 +9,34 @@
 
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/concepts/language_model.hpp"
+#include "specdec/concepts/tree_language_model.hpp"
 #include "specdec/math/rng.hpp"
 #include "specdec/math/sample.hpp"
 #include "specdec/math/sampling_params.hpp"
 #include "specdec/math/warp.hpp"
+#include "specdec/tree/token_tree.hpp"
+#include "specdec/tree/tree_draft.hpp"
+#include "specdec/tree/tree_fallback.hpp"
 #include "specdec/types.hpp"
 
 namespace specdec {
+
+namespace detail {
+// The k largest entries of `row` (ties: lowest id first), largest first. O(V log k).
+inline void top_tokens(std::span<const float> row, std::size_t k, std::vector<token_id>& out,
+                       std::vector<token_id>& scratch) {
+  scratch.resize(row.size());
+  for (std::size_t i = 0; i < row.size(); ++i) scratch[i] = static_cast<token_id>(i);
+  k = std::min(k, row.size());
+  auto before = [&](token_id a, token_id b) {
+    const float x = row[static_cast<std::size_t>(a)], y = row[static_cast<std::size_t>(b)];
+    return x > y || (x == y && a < b);
+  };
+  std::partial_sort(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(k),
+                    scratch.end(), before);
+  out.assign(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(k));
+}
+}  // namespace detail
 
 /**
  * Drafts k tokens autoregressively from a draft model, warped exactly like the target
@@ -26,6 +47,12 @@ namespace specdec {
  * each propose, rolls the cache back to the longest prefix still in the history (after a
  * rejection, that drops the rejected drafts) and feeds the missing tokens in one append.
  * Cost per propose: one append of the tokens the history gained, then k - 1 single-token appends.
+ *
+ * It also drafts token trees (TreeDrafter): level by level, each node at depth d gets k_{d+1}
+ * children drawn from the draft distribution at that node, i.i.d. or without replacement (the
+ * distribution renormalised after each draw), or, under greedy sampling, the node's k most
+ * likely tokens (deterministic). Each level is one evaluation of the tree grown so far, through
+ * the draft's append_tree when it models TreeLanguageModel, else path by path.
  * Not thread-safe. The model must outlive the drafter.
  */
 template <class Model>
@@ -44,6 +71,7 @@ class model_drafter {
   void reset() {
     model_.truncate(0);
     cached_.clear();
+    verified_ = 0;
   }
 
   /// Nothing to do: the next propose re-synchronises from the history in O(k).
@@ -60,12 +88,7 @@ class model_drafter {
 
     // Roll the draft cache back to the longest prefix it shares with the history, keeping at
     // least one token to feed so that we get the logits after the last history token.
-    if (cached_.size() != static_cast<std::size_t>(model_.size())) reset();  // used elsewhere
-    std::size_t common = 0;
-    const std::size_t limit = std::min(cached_.size(), history.size() - 1);
-    while (common < limit && cached_[common] == history[common]) ++common;
-    model_.truncate(common);
-    cached_.resize(common);
+    const std::size_t common = sync(history.first(history.size() - 1));
     feed(history.subspan(common));
 
     out.tokens.reserve(k);
@@ -85,7 +108,94 @@ class model_drafter {
     }
   }
 
+ /// TreeDrafter: a tree of shape `branching` (or smaller) under history.back(). See the class
+  /// comment. `draw` must be iid or without_replacement; greedy sampling drafts top-k instead.
+  void propose_tree(std::span<const token_id> history, std::span<const std::size_t> branching,
+                    const sampling_params& sp, rng& gen, candidate_draw draw, tree_draft& out) {
+    if (draw == candidate_draw::deterministic && !sp.greedy())
+      throw std::invalid_argument(
+          "model_drafter::propose_tree: draw must be iid or without_replacement when sampling");
+    const std::size_t v = vocab_size();
+    out.draw = sp.greedy() ? candidate_draw::deterministic : draw;
+    out.q.resize(0, static_cast<Eigen::Index>(v));
+    tokens_.assign(1, history.empty() ? 0 : history.back());
+    parents_.assign(1, -1);
+    if (history.empty() || branching.empty()) {
+      out.tree = token_tree(tokens_, parents_);
+      return;
+    }
+    const std::size_t capacity = max_size_of(model_);
+    if (history.size() > capacity) {
+      out.tree = token_tree(tokens_, parents_);
+      return;
+    }
+    // The deepest node evaluated sits at position history.size() - 1 + depth - 1.
+    const std::size_t depth = std::min(branching.size(), capacity - history.size() + 1);
+    // The draft's context becomes the history without its last token: the root is fed in the tree.
+    const std::size_t common = sync(history.first(history.size() - 1));
+    if (common + 1 < history.size()) feed(history.subspan(common, history.size() - 1 - common));
+    std::size_t level_begin = 0, level_end = 1;
+    for (std::size_t d = 0; d < depth; ++d) {
+      // Evaluate the tree grown so far, read the rows of its deepest level, drop the tree.
+      tree_ = token_tree(tokens_, parents_);
+      logits_.resize(tree_.size() * v);
+      evaluate_tree(model_, tree_, std::span<float>(logits_), eval_ws_);
+      commit_tree_path(model_, tree_, std::span<const std::int32_t>(), eval_ws_);
+      ++calls_;
+      if (!sp.greedy()) out.q.conservativeResize(static_cast<Eigen::Index>(tree_.size()),
+                                                  static_cast<Eigen::Index>(v));
+      for (std::size_t node = level_begin; node < level_end; ++node) {
+        const std::span<const float> row(logits_.data() + node * v, v);
+        children_.clear();
+        if (sp.greedy()) {
+          detail::top_tokens(row, branching[d], children_, scratch_tokens_);
+        } else {
+          std::span<float> q(out.q.row(static_cast<Eigen::Index>(node)).data(), v);
+          warp(row, sp, q, ws_);
+          if (draw == candidate_draw::iid) {
+            for (std::size_t c = 0; c < branching[d]; ++c) children_.push_back(sample(q, gen));
+          } else {
+            remaining_.assign(q.begin(), q.end());
+            for (std::size_t c = 0; c < branching[d]; ++c) {
+              double mass = 0.0;
+              for (float x : remaining_) mass += x;
+              if (!(mass > 0.0)) break;  // support exhausted: fewer children
+              const token_id t = sample(remaining_, gen);
+              children_.push_back(t);
+              remaining_[static_cast<std::size_t>(t)] = 0.0f;
+            }
+          }
+        }
+        for (token_id t : children_) {
+          tokens_.push_back(t);
+          parents_.push_back(static_cast<std::int32_t>(node));
+        }
+      }
+      level_begin = level_end;
+      level_end = tokens_.size();
+      if (level_begin == level_end) break;
+    }
+    out.tree = token_tree(tokens_, parents_);
+    if (!sp.greedy())
+      out.q.conservativeResize(static_cast<Eigen::Index>(out.tree.size()),
+                               static_cast<Eigen::Index>(v));
+  }
+
  private:
+  // Rolls the draft's context back to its longest common prefix with `prefix` (O(length of the
+  // part that changed)); the caller feeds what is missing. Returns the common length.
+  std::size_t sync(std::span<const token_id> prefix) {
+    if (cached_.size() != static_cast<std::size_t>(model_.size())) reset();  // used elsewhere
+    // History only grows between resets (Drafter contract): what matched before still matches.
+    const std::size_t limit = std::min(cached_.size(), prefix.size());
+    std::size_t common = std::min(verified_, limit);
+    while (common < limit && cached_[common] == prefix[common]) ++common;
+    model_.truncate(common);
+    cached_.resize(common);
+    verified_ = prefix.size();  // after the caller's feed, the cache holds all of `prefix`
+    return common;
+  }
+
   void feed(std::span<const token_id> tokens) {
     const std::size_t v = vocab_size();
     logits_.resize(tokens.size() * v);
@@ -96,9 +206,16 @@ class model_drafter {
 
   Model& model_;
   std::vector<token_id> cached_;  // the tokens in the draft model's context, in lockstep with it
+  std::size_t verified_ = 0;      // cached_[0, verified_) is known to equal the history
   std::vector<float> logits_;
   warp_workspace ws_;
   std::size_t calls_ = 0;
+  // tree drafting scratch
+  token_tree tree_;
+  tree_eval_workspace eval_ws_;
+  std::vector<token_id> tokens_, children_, scratch_tokens_;
+  std::vector<std::int32_t> parents_;
+  std::vector<float> remaining_;
 };
 
 }  // namespace specdec

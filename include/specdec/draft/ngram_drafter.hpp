@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "specdec/concepts/drafter.hpp"
+#include "specdec/tree/token_tree.hpp"
+#include "specdec/tree/tree_draft.hpp"
 #include "specdec/detail/ngram_index.hpp"
 #include "specdec/math/rng.hpp"
 #include "specdec/math/sampling_params.hpp"
@@ -176,6 +178,25 @@ class ngram_drafter {
       }
     }
     return result;
+  }
+
+  /**
+   * specdec::TreeDrafter: up to branching[0] distinct continuations of up to branching.size()
+   * tokens (see propose_candidates), merged into a trie under history.back(). Deterministic:
+   * out.draw = candidate_draw::deterministic, out.q has no rows; `sp`, `g`, `draw` are unused.
+   */
+  void propose_tree(std::span<const token_id> history, std::span<const std::size_t> branching,
+                    [[maybe_unused]] const sampling_params& sp, [[maybe_unused]] rng& g,
+                    [[maybe_unused]] candidate_draw draw, tree_draft& out) {
+    out.draw = candidate_draw::deterministic;
+    out.q.resize(0, out.q.cols());
+    const token_id root = history.empty() ? 0 : history.back();
+    if (branching.empty() || branching[0] == 0 || history.empty()) {
+      out.tree = token_tree(root);
+      return;
+    }
+    const auto candidates = propose_candidates(history, branching.size(), branching[0]);
+    out.tree = token_tree::from_candidates(root, candidates);
   }
 
   /// specdec::Drafter: indexes tokens that joined the history. Ignored before the first propose

@@ -15,22 +15,11 @@
 #include "specdec/math/sampling_params.hpp"
 #include "specdec/math/warp.hpp"
 #include "specdec/tree/token_tree.hpp"
+#include "specdec/tree/tree_draft.hpp"
 #include "specdec/types.hpp"
 
 namespace specdec {
 
-/// How the children of each tree node were proposed. The verifier is lossless only if this
-/// tells the truth.
-enum class candidate_draw {
-  /// Algorithm 1: the k children of a node were drawn i.i.d. (with replacement) from the q row
-  /// of that node. Duplicates are allowed.
-  iid,
-  /// Algorithm 2: the children were drawn one after another from q without replacement (q
-  /// renormalised after removing each drawn token). Duplicates are invalid.
-  without_replacement,
-  /// No q: each child is its own one-hot proposal (n-gram tries, greedy or top-k drafts).
-  deterministic,
-};
 
 /// The verdict on a tree. `accepted` lists the accepted nodes from the root's child downwards
 /// (each a child of the previous one; the root itself is not listed), then `next` is the target's

@@ -1,0 +1,178 @@
+// specdec-generate: speculative decoding on a real llama2.c checkpoint, from the command line.
+//
+// Shows the library end to end on a real transformer: the reference adapter (model.hpp), a
+// drafter chosen by flag (none, a layer-skip view of the same weights, a second checkpoint, or
+// prompt lookup), streaming output, and the decoder's statistics.
+//
+//   specdec-generate --prompt "I dreamed" -n 64 --draft layers:2 -k 4 --temperature 0
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <specdec/specdec.hpp>
+
+#include "llama2c/model.hpp"
+#include "llama2c/tokenizer.hpp"
+
+#ifndef SPECDEC_MODELS_DIR
+#define SPECDEC_MODELS_DIR "../shared/models"
+#endif
+
+namespace {
+
+namespace l2 = specdec::llama2c;
+
+struct cli {
+  std::string model = std::string(SPECDEC_MODELS_DIR) + "/aidreams260K.bin";
+  std::string tokenizer = std::string(SPECDEC_MODELS_DIR) + "/aidreams260K.tok512.bin";
+  std::string prompt = "I dreamed";
+  std::size_t steps = 64;
+  specdec::sampling_params sampling{.temperature = 0.0f};
+  std::string draft = "layers:2";
+  std::size_t k = 4;
+  std::size_t ngram_min = 2, ngram_max = 4;
+  bool quiet = false;
+};
+
+const char* const usage =
+    "usage: specdec-generate [options]\n"
+    "  --model PATH         llama2.c checkpoint (default: " SPECDEC_MODELS_DIR "/aidreams260K.bin)\n"
+    "  --tokenizer PATH     its tokenizer.bin (default: aidreams260K.tok512.bin beside it)\n"
+    "  --prompt TEXT        prompt (default: \"I dreamed\")\n"
+    "  -n N                 new tokens to generate (default 64)\n"
+    "  --temperature T      0 = greedy (default 0)\n"
+    "  --top-p P            nucleus sampling, (0, 1] (default 1 = off)\n"
+    "  --top-k K            keep the K most likely tokens (default 0 = off)\n"
+    "  --min-p P            drop tokens below P x the most likely (default 0 = off)\n"
+    "  --seed S             random seed (default 0)\n"
+    "  --draft D            none | layers:L | model:PATH | ngram (default layers:2)\n"
+    "  -k K                 draft tokens per target call (default 4)\n"
+    "  --ngram-min N        shortest n-gram prompt lookup matches (default 2)\n"
+    "  --ngram-max N        longest n-gram prompt lookup matches (default 4)\n"
+    "  --quiet              print only the statistics\n";
+
+[[noreturn]] void fail(const std::string& message) {
+  std::fprintf(stderr, "specdec-generate: %s\n%s", message.c_str(), usage);
+  std::exit(2);
+}
+
+template <class T>
+T number(std::string_view flag, std::string_view text) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size())
+    fail(std::string(flag) + ": '" + std::string(text) + "' is not a valid number");
+  return value;
+}
+
+cli parse(int argc, char** argv) {
+  cli c;
+  bool tokenizer_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(usage, stdout);
+      std::exit(0);
+    }
+    if (flag == "--quiet") {
+      c.quiet = true;
+      continue;
+    }
+    if (i + 1 >= argc) fail(std::string(flag) + ": missing value");
+    const std::string_view value = argv[++i];
+    if (flag == "--model") c.model = value;
+    else if (flag == "--tokenizer") c.tokenizer = value, tokenizer_given = true;
+    else if (flag == "--prompt") c.prompt = value;
+    else if (flag == "-n") c.steps = number<std::size_t>(flag, value);
+    else if (flag == "--temperature") c.sampling.temperature = number<float>(flag, value);
+    else if (flag == "--top-p") c.sampling.top_p = number<float>(flag, value);
+    else if (flag == "--top-k") c.sampling.top_k = number<std::size_t>(flag, value);
+    else if (flag == "--min-p") c.sampling.min_p = number<float>(flag, value);
+    else if (flag == "--seed") c.sampling.seed = number<std::uint64_t>(flag, value);
+    else if (flag == "--draft") c.draft = value;
+    else if (flag == "-k") c.k = number<std::size_t>(flag, value);
+    else if (flag == "--ngram-min") c.ngram_min = number<std::size_t>(flag, value);
+    else if (flag == "--ngram-max") c.ngram_max = number<std::size_t>(flag, value);
+    else fail("unknown option " + std::string(flag));
+  }
+  if (!tokenizer_given && c.model != cli{}.model) {
+    // A custom checkpoint: look for tokenizer.bin beside it.
+    c.tokenizer = (std::filesystem::path(c.model).parent_path() / "tokenizer.bin").string();
+  }
+  if (c.steps == 0) fail("-n: must be >= 1");
+  try {
+    c.sampling.validate();
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+  return c;
+}
+
+template <class Drafter>
+int run(const cli& c, l2::model& target, Drafter& drafter, const l2::tokenizer& tok) {
+  specdec::speculative_decoder decoder(target, drafter);
+  const auto prompt = tok.encode(c.prompt);
+  specdec::generate_options o;
+  o.max_new_tokens = c.steps;
+  o.draft_length = c.k;
+  o.sampling = c.sampling;
+  o.stop_tokens = {l2::tokenizer::bos_id, l2::tokenizer::eos_id};
+  specdec::token_id prev = prompt.back();
+  if (!c.quiet) {
+    std::printf("%s", tok.decode(prompt).c_str());
+    o.on_token = [&](specdec::token_id t) {
+      std::printf("%s", tok.decode(prev, t).c_str());
+      std::fflush(stdout);
+      prev = t;
+      return true;
+    };
+  }
+  const auto r = decoder.generate(prompt, o);
+  std::printf("\n\n%s", r.stats.summary().c_str());
+  if (r.stats.draft_model_calls)
+    std::printf("draft model calls: %zu\n", r.stats.draft_model_calls);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const cli c = parse(argc, argv);
+  try {
+    l2::model target(c.model);
+    const l2::tokenizer tok(c.tokenizer, target.vocab_size());
+    std::printf("model %s: dim %zu, %zu layers, vocab %zu, context %zu; draft %s, K = %zu\n\n",
+                c.model.c_str(), target.cfg().dim, target.cfg().n_layers, target.vocab_size(),
+                target.max_size(), c.draft.c_str(), c.k);
+    if (c.draft == "none") {
+      specdec::no_drafter none;
+      return run(c, target, none, tok);
+    }
+    if (c.draft == "ngram") {
+      specdec::ngram_drafter lookup({.min_ngram = c.ngram_min, .max_ngram = c.ngram_max,
+                                     .max_draft = std::max<std::size_t>(c.k, 1)});
+      return run(c, target, lookup, tok);
+    }
+    if (c.draft.starts_with("layers:")) {
+      l2::layer_skip_draft draft_model(target, number<std::size_t>("--draft layers", c.draft.substr(7)));
+      specdec::model_drafter drafter(draft_model);
+      return run(c, target, drafter, tok);
+    }
+    if (c.draft.starts_with("model:")) {
+      l2::model draft_model(c.draft.substr(6));
+      specdec::model_drafter drafter(draft_model);
+      return run(c, target, drafter, tok);
+    }
+    fail("--draft: '" + c.draft + "' is not none, layers:L, model:PATH or ngram");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "specdec-generate: %s\n", e.what());
+    return 1;
+  }
+}
