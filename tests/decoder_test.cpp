@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "support/chi_square.hpp"
+#include "support/exact_joint.hpp"
 #include "support/table_model.hpp"
 
 namespace {
@@ -17,26 +18,7 @@ using specdec::token_id;
 using specdec::test::table_model;
 using specdec::test::table_model_options;
 using drafter_t = specdec::model_drafter<table_model>;
-
-// The exact probability of every continuation of `length` tokens under the warped target.
-std::vector<double> exact_joint(const table_model& target, std::vector<token_id> context,
-                                std::size_t length, const specdec::sampling_params& sp) {
-  const std::size_t v = target.vocab_size();
-  std::vector<double> out;
-  std::vector<float> logits(v), p(v);
-  target.next_logits(context, logits);
-  specdec::warp(logits, sp, p);
-  for (std::size_t t = 0; t < v; ++t) {
-    if (length == 1) {
-      out.push_back(p[t]);
-      continue;
-    }
-    context.push_back(static_cast<token_id>(t));
-    for (double x : exact_joint(target, context, length - 1, sp)) out.push_back(p[t] * x);
-    context.pop_back();
-  }
-  return out;
-}
+using specdec::test::exact_joint;
 
 }  // namespace
 

@@ -411,6 +411,7 @@ generate_result generate_autoregressive(Model& model, std::span<const token_id> 
                                         generate_options options) {
   no_drafter none;
   options.draft_length = 0;
+  options.tree.clear();
   speculative_decoder<Model, no_drafter> decoder(model, none);
   return decoder.generate(prompt, options);
 }
