@@ -35,9 +35,12 @@ struct cli {
   std::string prompt = "I dreamed";
   std::size_t steps = 64;
   specdec::sampling_params sampling{.temperature = 0.0f};
-  std::string draft = "layers:2";
+  std::string draft = "layers:3";
   std::size_t k = 4;
   std::size_t ngram_min = 2, ngram_max = 4;
+  std::size_t ngram_candidates = 1;
+  std::vector<std::size_t> tree;  // empty: a chain of k drafts
+  specdec::candidate_draw draw = specdec::candidate_draw::iid;
   bool quiet = false;
 };
 
@@ -52,10 +55,13 @@ const char* const usage =
     "  --top-k K            keep the K most likely tokens (default 0 = off)\n"
     "  --min-p P            drop tokens below P x the most likely (default 0 = off)\n"
     "  --seed S             random seed (default 0)\n"
-    "  --draft D            none | layers:L | model:PATH | ngram (default layers:2)\n"
+    "  --draft D            none | layers:L | model:PATH | ngram (default layers:3)\n"
     "  -k K                 draft tokens per target call (default 4)\n"
     "  --ngram-min N        shortest n-gram prompt lookup matches (default 2)\n"
     "  --ngram-max N        longest n-gram prompt lookup matches (default 4)\n"
+    "  --ngram-candidates N verify up to N n-gram continuations at once, as a trie (default 1)\n"
+    "  --tree SHAPE         multi-candidate drafting: a token tree k1xk2x..., e.g. 4x2x2\n"
+    "  --replacement R      with | without: how a sampled tree draws candidates (default with)\n"
     "  --quiet              print only the statistics\n";
 
 [[noreturn]] void fail(const std::string& message) {
@@ -100,6 +106,18 @@ cli parse(int argc, char** argv) {
     else if (flag == "-k") c.k = number<std::size_t>(flag, value);
     else if (flag == "--ngram-min") c.ngram_min = number<std::size_t>(flag, value);
     else if (flag == "--ngram-max") c.ngram_max = number<std::size_t>(flag, value);
+    else if (flag == "--ngram-candidates") c.ngram_candidates = number<std::size_t>(flag, value);
+    else if (flag == "--tree") {
+      try {
+        c.tree = specdec::parse_branching(value);
+      } catch (const std::invalid_argument& e) {
+        fail(std::string("--tree: ") + e.what());
+      }
+    } else if (flag == "--replacement") {
+      if (value == "with") c.draw = specdec::candidate_draw::iid;
+      else if (value == "without") c.draw = specdec::candidate_draw::without_replacement;
+      else fail("--replacement: '" + std::string(value) + "' is not with or without");
+    }
     else fail("unknown option " + std::string(flag));
   }
   if (!tokenizer_given && c.model != cli{}.model) {
@@ -107,6 +125,12 @@ cli parse(int argc, char** argv) {
     c.tokenizer = (std::filesystem::path(c.model).parent_path() / "tokenizer.bin").string();
   }
   if (c.steps == 0) fail("-n: must be >= 1");
+  if (c.ngram_candidates == 0) fail("--ngram-candidates: must be >= 1");
+  if (c.ngram_candidates > 1) {
+    if (!c.tree.empty()) fail("--ngram-candidates and --tree: give one of them");
+    c.tree.assign(std::max<std::size_t>(c.k, 1), 1);  // N candidates of up to k tokens
+    c.tree[0] = c.ngram_candidates;
+  }
   try {
     c.sampling.validate();
   } catch (const std::invalid_argument& e) {
@@ -124,6 +148,8 @@ int run(const cli& c, l2::model& target, Drafter& drafter, const l2::tokenizer& 
   o.draft_length = c.k;
   o.sampling = c.sampling;
   o.stop_tokens = {l2::tokenizer::bos_id, l2::tokenizer::eos_id};
+  o.tree = c.tree;
+  o.tree_draw = c.draw;
   specdec::token_id prev = prompt.back();
   if (!c.quiet) {
     std::printf("%s", tok.decode(prompt).c_str());
@@ -151,7 +177,9 @@ int main(int argc, char** argv) {
     std::printf("model %s: dim %zu, %zu layers, vocab %zu, context %zu; draft %s, K = %zu\n\n",
                 c.model.c_str(), target.cfg().dim, target.cfg().n_layers, target.vocab_size(),
                 target.max_size(), c.draft.c_str(), c.k);
+    if (c.ngram_candidates > 1 && c.draft != "ngram") fail("--ngram-candidates: needs --draft ngram");
     if (c.draft == "none") {
+      if (!c.tree.empty()) fail("--tree: needs a drafter (--draft layers:L, model:PATH or ngram)");
       specdec::no_drafter none;
       return run(c, target, none, tok);
     }
