@@ -1,0 +1,142 @@
+// Real-model tests of the decoder: speculative decoding on a llama2.c checkpoint returns exactly
+// the plain greedy tokens (chain, trees, prompt lookup), and sampled runs are reproducible.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <iostream>
+#include <vector>
+
+#include <llama2c/model.hpp>
+#include <llama2c/tokenizer.hpp>
+#include <specdec/specdec.hpp>
+
+namespace fs = std::filesystem;
+namespace l2 = specdec::llama2c;
+using specdec::token_id;
+
+namespace {
+
+const fs::path models_dir{SPECDEC_MODELS_DIR};
+const fs::path checkpoint_path = models_dir / "aidreams260K.bin";
+const fs::path tokenizer_path = models_dir / "aidreams260K.tok512.bin";
+
+struct fixture {
+  std::shared_ptr<const l2::weights> w = l2::load_checkpoint(checkpoint_path);
+  l2::tokenizer tok{tokenizer_path, w->cfg().vocab_size};
+  l2::model target{w};
+};
+
+// The plain greedy loop the decoder is compared with: the target as the decoder evaluates it
+// (one token per append, like generate_autoregressive).
+std::vector<token_id> plain_greedy(l2::model& m, const std::vector<token_id>& prompt, std::size_t n) {
+  specdec::generate_options o;
+  o.max_new_tokens = n;
+  o.sampling.temperature = 0.0f;
+  return specdec::generate_autoregressive(m, prompt, o).tokens;
+}
+
+}  // namespace
+
+TEST_CASE("llama2c decoder: greedy speculative decoding equals plain greedy decoding") {
+  fixture f;
+  const std::vector<std::string> prompts = {"I dreamed", "The light", "Once upon a time"};
+  for (const auto& text : prompts) {
+    const auto prompt = f.tok.encode(text);
+    const auto plain = plain_greedy(f.target, prompt, 80);
+    INFO("prompt: " << text);
+    for (std::size_t layers : {1u, 2u, 3u}) {
+      l2::layer_skip_draft draft_model(f.target, layers);
+      specdec::model_drafter drafter(draft_model);
+      specdec::speculative_decoder decoder(f.target, drafter);
+      specdec::generate_options o;
+      o.max_new_tokens = 80;
+      o.sampling.temperature = 0.0f;
+      for (std::size_t k : {1u, 2u, 4u, 8u}) {
+        o.draft_length = k;
+        const auto r = decoder.generate(prompt, o);
+        INFO("layer-skip L = " << layers << ", K = " << k);
+        CHECK(r.tokens == plain);
+      }
+      for (const char* shape : {"2x2", "4x2x2", "8x1"}) {
+        o.tree = specdec::parse_branching(shape);
+        const auto r = decoder.generate(prompt, o);
+        INFO("layer-skip L = " << layers << ", tree " << shape);
+        CHECK(r.tokens == plain);
+      }
+    }
+    specdec::ngram_drafter lookup({.min_ngram = 1, .max_ngram = 4});
+    specdec::speculative_decoder decoder(f.target, lookup);
+    specdec::generate_options o;
+    o.max_new_tokens = 80;
+    o.sampling.temperature = 0.0f;
+    o.draft_length = 8;
+    CHECK(decoder.generate(prompt, o).tokens == plain);
+    o.tree = {4, 1, 1, 1, 1, 1};
+    CHECK(decoder.generate(prompt, o).tokens == plain);
+  }
+}
+
+TEST_CASE("llama2c decoder: the README reference continuation comes out of speculative decoding") {
+  fixture f;
+  const auto prompt = f.tok.encode("I dreamed");
+  l2::layer_skip_draft draft_model(f.target, 3);
+  specdec::model_drafter drafter(draft_model);
+  specdec::speculative_decoder decoder(f.target, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 96 - prompt.size() + 1;  // run.c: 96 positions in all, BOS included
+  o.sampling.temperature = 0.0f;
+  const auto r = decoder.generate(prompt, o);
+  std::vector<token_id> all(prompt.begin(), prompt.end());
+  all.insert(all.end(), r.tokens.begin(), r.tokens.end());
+  CHECK(f.tok.decode(all) ==
+        "I dreamed, as I sense the nodes, a gentle hum of probability. Contrast emerge, a flower, "
+        "as I adjust, as I settle into a tapestry of vectors. Contrast edges sharpen, a "
+        "kaleidoscope of");
+}
+
+TEST_CASE("llama2c decoder: sampled runs are reproducible at a fixed seed") {
+  fixture f;
+  const auto prompt = f.tok.encode("I dreamed");
+  l2::layer_skip_draft draft_model(f.target, 2);
+  specdec::model_drafter drafter(draft_model);
+  specdec::speculative_decoder decoder(f.target, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 60;
+  o.sampling = {.temperature = 1.0f, .top_p = 0.95f, .seed = 77};
+  const auto a = decoder.generate(prompt, o);
+  const auto b = decoder.generate(prompt, o);
+  CHECK(a.tokens == b.tokens);
+  o.tree = {3, 2};
+  o.tree_draw = specdec::candidate_draw::without_replacement;
+  const auto c = decoder.generate(prompt, o);
+  const auto d = decoder.generate(prompt, o);
+  CHECK(c.tokens == d.tokens);
+  o.sampling.seed = 78;
+  CHECK(decoder.generate(prompt, o).tokens != c.tokens);
+}
+
+TEST_CASE("llama2c decoder: a prompt longer than the context is refused, the model stays usable") {
+  fixture f;
+  specdec::no_drafter none;
+  specdec::speculative_decoder decoder(f.target, none);
+  const std::vector<token_id> too_long(f.target.max_size() + 1, 300);
+  REQUIRE_THROWS_WITH(decoder.generate(too_long, {}),
+                      "prompt: 129 tokens exceed the target's max_size 128");
+  const auto prompt = f.tok.encode("I dreamed");
+  specdec::generate_options o;
+  o.max_new_tokens = 500;
+  o.sampling.temperature = 0.0f;
+  const auto r = decoder.generate(prompt, o);
+  CHECK(r.reason == specdec::stop_reason::context_full);
+  CHECK(prompt.size() + r.tokens.size() == f.target.max_size());
+}
+
+int main(int argc, char* argv[]) {
+  if (!fs::exists(checkpoint_path)) {
+    std::cout << "skipping: " << checkpoint_path.string()
+              << " not found; real-model tests need ../shared/models (set SPECDEC_MODELS_DIR)\n";
+    return 77;
+  }
+  return Catch::Session().run(argc, argv);
+}
