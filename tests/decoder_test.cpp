@@ -61,22 +61,13 @@ TEST_CASE("decoder: sampled speculative decoding keeps the target's joint distri
   for (std::size_t k : {1u, 2u, 4u}) {
     SECTION("K = " + std::to_string(k)) {
       specdec::generate_options o;
-      o.max_new_tokens = 3;
       o.draft_length = k;
       o.sampling = sp;
-      std::vector<std::size_t> counts(expected.size());
-      std::size_t accepted = 0;
-      for (int t = 0; t < trials; ++t) {
-        o.sampling.seed = static_cast<std::uint64_t>(t) + 1000 * k;
-        const auto r = decoder.generate(prompt, o);
-        REQUIRE(r.tokens.size() == 3);
-        counts[static_cast<std::size_t>((r.tokens[0] * 5 + r.tokens[1]) * 5 + r.tokens[2])]++;
-        accepted += r.stats.accepted_tokens;
-      }
-      const auto chi = specdec::test::chi_square(counts, expected);
+      const auto got = specdec::test::sample_first_three(decoder, prompt, o, 5, trials, 1000 * k);
+      const auto chi = specdec::test::chi_square(got.counts, expected);
       INFO(chi.describe());
       CHECK(chi.pass());
-      CHECK(accepted > 0);
+      CHECK(got.accepted > 0);
     }
   }
 }
@@ -103,21 +94,13 @@ TEST_CASE("decoder: prompt lookup (n-gram drafts) is lossless, greedy and sample
     sp.temperature = 1.2f;
     sp.top_k = 4;
     const auto expected = exact_joint(target, prompt, 3, sp);
-    o.max_new_tokens = 3;
     o.draft_length = 3;
     o.sampling = sp;
-    std::vector<std::size_t> counts(expected.size());
-    std::size_t accepted = 0;
-    for (int t = 0; t < 60000; ++t) {
-      o.sampling.seed = static_cast<std::uint64_t>(t);
-      const auto r = decoder.generate(prompt, o);
-      counts[static_cast<std::size_t>((r.tokens[0] * 5 + r.tokens[1]) * 5 + r.tokens[2])]++;
-      accepted += r.stats.accepted_tokens;
-    }
-    const auto chi = specdec::test::chi_square(counts, expected);
+    const auto got = specdec::test::sample_first_three(decoder, prompt, o, 5, 60000);
+    const auto chi = specdec::test::chi_square(got.counts, expected);
     INFO(chi.describe());
     CHECK(chi.pass());
-    CHECK(accepted > 1000);
+    CHECK(got.accepted > 1000);
   }
 }
 

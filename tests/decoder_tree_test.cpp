@@ -65,23 +65,14 @@ void check_sampled(Target& target, const table_model& plain_target, candidate_dr
   sp.top_p = 0.95f;
   const auto expected = specdec::test::exact_joint(plain_target, prompt, 3, sp);
   specdec::generate_options o;
-  o.max_new_tokens = 3;
   o.tree = shape;
   o.tree_draw = draw;
   o.sampling = sp;
-  std::vector<std::size_t> counts(expected.size());
-  std::size_t accepted = 0;
-  for (int t = 0; t < trials; ++t) {
-    o.sampling.seed = static_cast<std::uint64_t>(t) * 7 + 3;
-    const auto r = decoder.generate(prompt, o);
-    REQUIRE(r.tokens.size() == 3);
-    counts[static_cast<std::size_t>((r.tokens[0] * 5 + r.tokens[1]) * 5 + r.tokens[2])]++;
-    accepted += r.stats.accepted_tokens;
-  }
-  const auto chi = specdec::test::chi_square(counts, expected);
+  const auto got = specdec::test::sample_first_three(decoder, prompt, o, 5, trials, 3);
+  const auto chi = specdec::test::chi_square(got.counts, expected);
   INFO("tree " << name_of(shape) << ": " << chi.describe());
   CHECK(chi.pass());
-  CHECK(accepted > 0);
+  CHECK(got.accepted > 0);
 }
 
 }  // namespace
@@ -140,20 +131,12 @@ TEST_CASE("decoder trees: n-gram candidate tries are lossless, greedy and sample
     specdec::sampling_params sp;
     sp.temperature = 1.3f;
     const auto expected = specdec::test::exact_joint(table_model(t), prompt, 3, sp);
-    o.max_new_tokens = 3;
     o.sampling = sp;
-    std::vector<std::size_t> counts(expected.size());
-    std::size_t accepted = 0;
-    for (int i = 0; i < 40000; ++i) {
-      o.sampling.seed = static_cast<std::uint64_t>(i);
-      const auto r = decoder.generate(prompt, o);
-      counts[static_cast<std::size_t>((r.tokens[0] * 5 + r.tokens[1]) * 5 + r.tokens[2])]++;
-      accepted += r.stats.accepted_tokens;
-    }
-    const auto chi = specdec::test::chi_square(counts, expected);
+    const auto got = specdec::test::sample_first_three(decoder, prompt, o, 5, 40000);
+    const auto chi = specdec::test::chi_square(got.counts, expected);
     INFO(chi.describe());
     CHECK(chi.pass());
-    CHECK(accepted > 1000);
+    CHECK(got.accepted > 1000);
   }
 }
 
