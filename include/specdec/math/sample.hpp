@@ -4,59 +4,183 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "specdec/math/rng.hpp"
+#include "specdec/math/softmax.hpp"
 #include "specdec/types.hpp"
 
 namespace specdec {
 
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 /// The index of the largest value; ties go to the lowest index, everywhere in specdec, so greedy
-/// paths computed by different components agree. Throws std::domain_error on NaN. O(V).
-inline token_id argmax(std::span<const float> row) {
+/// paths computed by different components agree. Throws std::domain_error on NaN. One vectorised
+/// pass keeping the best block of 256 values, then a scan of that block: O(V).
+SPECDEC_ROW_KERNEL token_id argmax(std::span<const float> row) {
+  namespace ei = detail::ei;
+  using detail::packet;
+  using detail::lanes;
   if (row.empty()) throw std::invalid_argument("argmax: empty row");
-  std::size_t best = 0;
-  float best_value = row[0];
-  bool nan = row[0] != row[0];
-  for (std::size_t i = 1; i < row.size(); ++i) {
-    const float x = row[i];
-    nan |= x != x;
-    if (x > best_value) {
-      best_value = x;
-      best = i;
+  constexpr std::size_t width = 256 > 4 * lanes ? 256 : 4 * lanes;  // a multiple of 4 packets
+  const float* x = row.data();
+  const std::size_t n = row.size();
+  float best = -std::numeric_limits<float>::infinity();
+  std::size_t best_at = 0;  // a block start while scanning blocks, an index after
+  packet ok = ei::ptrue(ei::pset1<packet>(0.0f));  // all bits set while no NaN was seen
+  std::size_t i = 0;
+  for (; i + width <= n; i += width) {
+    packet m0 = ei::ploadu<packet>(x + i), m1 = ei::ploadu<packet>(x + i + lanes);
+    packet m2 = ei::ploadu<packet>(x + i + 2 * lanes), m3 = ei::ploadu<packet>(x + i + 3 * lanes);
+    packet ok0 = ei::pand(ei::pcmp_eq(m0, m0), ei::pcmp_eq(m1, m1));
+    packet ok1 = ei::pand(ei::pcmp_eq(m2, m2), ei::pcmp_eq(m3, m3));
+    for (std::size_t j = i + 4 * lanes; j < i + width; j += 4 * lanes) {
+      const packet a = ei::ploadu<packet>(x + j), b = ei::ploadu<packet>(x + j + lanes);
+      const packet c = ei::ploadu<packet>(x + j + 2 * lanes);
+      const packet d = ei::ploadu<packet>(x + j + 3 * lanes);
+      m0 = ei::pmax(m0, a);
+      m1 = ei::pmax(m1, b);
+      m2 = ei::pmax(m2, c);
+      m3 = ei::pmax(m3, d);
+      ok0 = ei::pand(ok0, ei::pand(ei::pcmp_eq(a, a), ei::pcmp_eq(b, b)));
+      ok1 = ei::pand(ok1, ei::pand(ei::pcmp_eq(c, c), ei::pcmp_eq(d, d)));
+    }
+    ok = ei::pand(ok, ei::pand(ok0, ok1));
+    const float m = ei::predux_max(ei::pmax(ei::pmax(m0, m1), ei::pmax(m2, m3)));
+    if (m > best) {  // strict: an earlier block keeps a tie
+      best = m;
+      best_at = i;
+    }
+  }
+  bool nan = ei::predux_any(ei::pandnot(ei::ptrue(ok), ok));
+  if (i > 0) {  // the first index of the best value inside its block
+    const std::size_t end = best_at + width;
+    for (std::size_t j = best_at; j < end; ++j)
+      if (x[j] == best) {
+        best_at = j;
+        break;
+      }
+  }
+  for (; i < n; ++i) {
+    const float v = x[i];
+    nan |= v != v;
+    if (v > best) {
+      best = v;
+      best_at = i;
     }
   }
   if (nan) {
-    for (std::size_t i = 0; i < row.size(); ++i)
-      if (std::isnan(row[i]))
-        throw std::domain_error("logits: NaN at token " + std::to_string(i));
+    for (std::size_t j = 0; j < n; ++j)
+      if (std::isnan(row[j]))
+        throw std::domain_error("logits: NaN at token " + std::to_string(j));
   }
-  return static_cast<token_id>(best);
+  return static_cast<token_id>(best_at);
 }
 
-/**
- * Draws a token from `probs` (non-negative, any positive total: it need not be normalised).
- * Inverse CDF with a double running sum in index order, so the result depends only on the
- * values and the rng state, on every platform. A token of probability 0 is never drawn.
- * Throws std::domain_error if the total is not positive and finite. O(V).
- */
-inline token_id sample(std::span<const float> probs, rng& gen) {
-  double total = 0.0;
-  for (float x : probs) total += x;
+namespace detail {
+// The inverse-CDF draw of sample(), given the block sums of the values (see exp_blocks) and their
+// total: finds the block in double over the block sums, then the token with a double running
+// sum inside that block, whose values `values_of(b)` returns (a span of that block). Never
+// returns a token of value 0.
+template <class BlockValues>
+token_id sample_in_blocks(std::span<const double> blocks, double total, rng& gen,
+                          BlockValues&& values_of) {
   if (!(total > 0.0) || !std::isfinite(total))
     throw std::domain_error("sample: probabilities must have a positive, finite total");
   const double target = gen.uniform_open() * total;
   double cumulative = 0.0;
-  std::size_t last_positive = 0;
-  for (std::size_t i = 0; i < probs.size(); ++i) {
-    if (probs[i] <= 0.0f) continue;
-    cumulative += probs[i];
-    last_positive = i;
-    if (cumulative > target) return static_cast<token_id>(i);
+  std::size_t b = 0;
+  for (; b + 1 < blocks.size(); ++b) {
+    if (cumulative + blocks[b] > target) break;
+    cumulative += blocks[b];
   }
-  return static_cast<token_id>(last_positive);  // unreachable unless rounding: stay in support
+  std::span<const float> values = values_of(b);
+  std::size_t last_positive = values.size();
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i] <= 0.0f) continue;
+    cumulative += values[i];
+    last_positive = i;
+    if (cumulative > target) return static_cast<token_id>(b * block + i);
+  }
+  // Rounding left the target past this block's last token: stay in the support.
+  while (last_positive == values.size() && b > 0) {
+    values = values_of(--b);
+    for (std::size_t i = values.size(); i-- > 0;)
+      if (values[i] > 0.0f) {
+        last_positive = i;
+        break;
+      }
+  }
+  return static_cast<token_id>(b * block + (last_positive == values.size() ? 0 : last_positive));
+}
+
+inline token_id sample_in_blocks(std::span<const float> probs, std::span<const double> blocks,
+                                 double total, rng& gen) {
+  return sample_in_blocks(blocks, total, gen, [probs](std::size_t b) {
+    return probs.subspan(b * block, std::min(block, probs.size() - b * block));
+  });
+}
+
+// Block sums of probs as exp_blocks forms them (float per block, double total); `blocks` may be
+// null when only the total is wanted.
+SPECDEC_ROW_KERNEL double block_sums(std::span<const float> probs, double* blocks) noexcept {
+  namespace ei = detail::ei;
+  const float* x = probs.data();
+  const std::size_t n = probs.size();
+  double total = 0.0;
+  for (std::size_t b0 = 0; b0 < n; b0 += block) {
+    const std::size_t b1 = b0 + block < n ? b0 + block : n;
+    packet s0 = ei::pset1<packet>(0.0f), s1 = s0, s2 = s0, s3 = s0;
+    std::size_t i = b0;
+    for (; i + 4 * lanes <= b1; i += 4 * lanes) {
+      s0 = ei::padd(s0, ei::ploadu<packet>(x + i));
+      s1 = ei::padd(s1, ei::ploadu<packet>(x + i + lanes));
+      s2 = ei::padd(s2, ei::ploadu<packet>(x + i + 2 * lanes));
+      s3 = ei::padd(s3, ei::ploadu<packet>(x + i + 3 * lanes));
+    }
+    for (; i + lanes <= b1; i += lanes) s0 = ei::padd(s0, ei::ploadu<packet>(x + i));
+    float s = ei::predux(ei::padd(ei::padd(s0, s1), ei::padd(s2, s3)));
+    for (; i < b1; ++i) s += x[i];
+    if (blocks) blocks[b0 / block] = s;
+    total += s;
+  }
+  return total;
+}
+}  // namespace detail
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+/**
+ * Draws a token from `probs` (non-negative, any positive total: it need not be normalised).
+ * Inverse CDF: sums of blocks of 1024 values (vectorised, a fixed order), then a double running
+ * sum inside the block that holds the draw, so the result depends only on the values and the
+ * rng state. A token of probability 0 is never drawn. Throws std::domain_error if the total is
+ * not positive and finite. Reads the row once plus one block; O(V). Allocates
+ * detail::block_count(V) doubles when V > 256 Ki.
+ */
+inline token_id sample(std::span<const float> probs, rng& gen) {
+  if (probs.empty())
+    throw std::domain_error("sample: probabilities must have a positive, finite total");
+  constexpr std::size_t on_stack = 256;
+  double stack[on_stack];
+  std::vector<double> heap;
+  const std::size_t nb = detail::block_count(probs.size());
+  double* blocks = stack;
+  if (nb > on_stack) {
+    heap.resize(nb);
+    blocks = heap.data();
+  }
+  const double total = detail::block_sums(probs, blocks);
+  return detail::sample_in_blocks(probs, std::span<const double>(blocks, nb), total, gen);
 }
 
 /// Below this mass a residual max(0, p - q) is rounding noise. The rejection that needs the

@@ -1,7 +1,9 @@
 // specdec/verify/rejection.hpp - lossless speculative sampling (Leviathan et al.; Chen et al. 2023).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -21,6 +23,7 @@ namespace specdec {
 struct rejection_workspace {
   std::vector<float> p;
   std::vector<float> residual;
+  std::vector<double> blocks;
   warp_workspace warp;
 };
 
@@ -38,7 +41,13 @@ struct rejection_workspace {
  * row's p. The emitted tokens are then distributed exactly as sampling the target alone.
  * With sp.temperature == 0 this is verify_greedy. Throws std::invalid_argument for a draft token
  * outside [0, V) or with q(x) = 0 (it cannot have been drawn from q), std::domain_error for NaN
- * or +inf logits. Cost: one warp per row read, plus one residual on rejection.
+ * or +inf logits. Cost per row read: with temperature alone, a max pass and an exp-sum pass (the
+ * row of p is not written; the last row's bonus token is drawn from one exp-sum pass that keeps
+ * block sums, then the exps of the drawn block of 1024); with top-p alone, the same plus a compare per value, and a warp
+ * only when u falls in the window where p(x) must be known exactly (probability about
+ * (1 / top_p - 1) * p(x) / q(x)); the bonus token is drawn from all of p and redrawn while it falls
+ * outside the nucleus (each test one pass; up to 4 tries, then a warp). With top-k or min-p, one
+ * warp per row. A rejection adds one warp and one residual.
  */
 inline verify_result verify_rejection(logits_view target, std::span<const token_id> drafts,
                                       logits_view q, const sampling_params& sp, rng& gen,
@@ -65,17 +74,61 @@ inline verify_result verify_rejection(logits_view target, std::span<const token_
   auto row = [&](const logits_view& m, std::size_t i) {
     return std::span<const float>(m.row(static_cast<Eigen::Index>(i)).data(), v);
   };
+  // Temperature alone: p(x) = exp((l_x - max) / T) / sum, one log-sum-exp pass, no row written.
+  // Top-p alone: the same pass also sums the e_i above e_x; x is in the nucleus iff that is
+  // below top_p * sum, and then p(x) = e_x / N with N between max(top_p * sum, above + e_x) and
+  // sum, which settles most draws u without finding the nucleus (a full warp settles the rest).
+  const bool no_top_k = sp.top_k == 0 || sp.top_k >= v;
+  const bool temperature_only = no_top_k && !(sp.top_p < 1.0f) && !(sp.min_p > 0.0f);
+  const bool top_p_only = no_top_k && sp.top_p < 1.0f && !(sp.min_p > 0.0f);
+  const float inv_t = 1.0f / sp.temperature;
+  constexpr float neg_inf = -std::numeric_limits<float>::infinity();
   for (std::size_t i = 0; i < n; ++i) {
-    warp(row(target, i), sp, ws.p, ws.warp);
+    const auto logits = row(target, i);
     const auto x = static_cast<std::size_t>(drafts[i]);
-    const double px = ws.p[x];
     const double qx = one_hot ? 1.0 : static_cast<double>(q(static_cast<Eigen::Index>(i),
                                                              static_cast<Eigen::Index>(x)));
+    double px_low = 0.0, px_high = 0.0;  // bounds of p(x); equal once p(x) is known
+    bool materialised = false;
+    if (temperature_only || top_p_only) {
+      bool masked = false;
+      const float m = checked_max(logits, &masked);
+      const float lx = logits[x];
+      const float ex = lx == neg_inf ? 0.0f : detail::packet_exp((lx - m) * inv_t);
+      if (temperature_only) {
+        const double total =
+            detail::exp_blocks(logits.data(), v, m, inv_t, masked, nullptr, nullptr);
+        px_low = px_high = static_cast<double>(ex) / total;
+      } else {
+        double above = 0.0;
+        const double total =
+            masked ? detail::exp_blocks<true, true>(logits.data(), v, m, inv_t, nullptr, nullptr,
+                                                    ex, &above)
+                   : detail::exp_blocks<false, true>(logits.data(), v, m, inv_t, nullptr, nullptr,
+                                                     ex, &above);
+        const double target = static_cast<double>(sp.top_p) * total;
+        if (ex > 0.0f && above < target) {
+          px_low = static_cast<double>(ex) / total;
+          px_high = static_cast<double>(ex) / std::max(target, above + static_cast<double>(ex));
+        }
+      }
+    } else {
+      warp(logits, sp, ws.p, ws.warp);
+      px_low = px_high = ws.p[x];
+      materialised = true;
+    }
     if (!(qx > 0.0))
       throw std::invalid_argument("verify_rejection: q(" + std::to_string(i) + ", " +
                                   std::to_string(x) +
                                   ") = 0: a draft token must have been drawn from its q row");
-    if (gen.uniform_open() * qx < px) continue;  // accepted
+    const double uq = gen.uniform_open() * qx;
+    if (uq < px_low) continue;  // accepted
+    if (uq < px_high) {         // p(x) is needed exactly
+      warp(logits, sp, ws.p, ws.warp);
+      materialised = true;
+      if (uq < static_cast<double>(ws.p[x])) continue;  // accepted
+    }
+    if (!materialised) warp(logits, sp, ws.p, ws.warp);
     if (one_hot) {
       residual_one_hot(ws.p, drafts[i], ws.residual);
     } else {
@@ -83,7 +136,37 @@ inline verify_result verify_rejection(logits_view target, std::span<const token_
     }
     return {i, sample(ws.residual, gen)};
   }
-  warp(row(target, n), sp, ws.p, ws.warp);
+  const auto logits = row(target, n);
+  if (temperature_only) {  // one exp-sum pass keeping block sums, then the drawn block again
+    bool masked = false;
+    const float m = checked_max(logits, &masked);
+    ws.blocks.resize(detail::block_count(v));
+    const double total =
+        detail::exp_blocks(logits.data(), v, m, inv_t, masked, nullptr, ws.blocks.data());
+    return {n, detail::sample_in_blocks(ws.blocks, total, gen, [&](std::size_t b) {
+              const std::size_t begin = b * detail::block;
+              const std::size_t size = std::min(detail::block, v - begin);
+              detail::exp_blocks(logits.data() + begin, size, m, inv_t, masked, ws.p.data(),
+                                 nullptr);
+              return std::span<const float>(ws.p.data(), size);
+            })};
+  }
+  if (top_p_only) {  // one exp pass into p that keeps block sums
+    bool masked = false;
+    const float m = checked_max(logits, &masked);
+    ws.blocks.resize(detail::block_count(v));
+    const double total =
+        detail::exp_blocks(logits.data(), v, m, inv_t, masked, ws.p.data(), ws.blocks.data());
+    // Top-p: draw from all of p and keep the draw if it is in the nucleus (mass above it below
+    // top_p * total), which is a draw from the nucleus; after a few misses, warp and draw.
+    const double target = static_cast<double>(sp.top_p) * total;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      const token_id y = detail::sample_in_blocks(ws.p, ws.blocks, total, gen);
+      if (detail::mass_above(ws.p.data(), v, ws.p[static_cast<std::size_t>(y)]) < target)
+        return {n, y};
+    }
+  }
+  warp(logits, sp, ws.p, ws.warp);
   return {n, sample(ws.p, gen)};
 }
 

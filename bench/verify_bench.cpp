@@ -1,0 +1,220 @@
+// bench/verify_bench.cpp - the chain verifiers against the cheapest pass over the same rows.
+//
+//   BM_VerifyGreedy/K/V             verify_greedy over K + 1 rows, every draft accepted (all rows
+//                                   read); reference: Eigen maxCoeff() of each of the K + 1 rows.
+//   BM_VerifyRejection/case/K/V     verify_rejection over K + 1 rows, every draft accepted (K
+//                                   acceptance tests + the bonus draw from the last row);
+//                                   reference: one log-sum-exp pass per row (Eigen maxCoeff(),
+//                                   then (x - max).exp().sum()).
+//                                   case 0: temperature 1, full q rows   1: temperature 1, one-hot
+//                                   2: top_p 0.9, full q   3: top_p 0.9, one-hot
+//                                   4: top_k 50, full q    5: top_k 50, one-hot
+//
+// Each iteration runs the reference, then the subject, on the same rows, both timed with the
+// thread's CPU clock; the reported time is the subject's (manual time), and the counters are
+// ref_us (the reference per call) and ratio = sum(subject) / sum(reference) over the same
+// iterations, so slow phases of the shared machine hit both sides alike.
+//
+// Rows: logits = 3 * N(0, 1), plus four peaked tokens at the row's max + 4, + 2, + 1, + 0.5; the
+// draft token of a row is its top peaked token. Full q rows are warp() of the same logits with the
+// draft token lowered by 1 (so q(x) < p(x)). All-accepted is made deterministic by searching, in
+// setup, 64 seeds under which every draft is accepted and reseeding the rng with the next one
+// before each call (reseeding costs four splitmix steps); `accepted` reports what the calls
+// accepted, `support` the number of tokens with p > 0 in the last row.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include <time.h>
+
+#include <specdec/verify/greedy.hpp>
+#include <specdec/verify/rejection.hpp>
+
+namespace {
+
+using specdec::token_id;
+
+double thread_cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+struct rows {
+  std::size_t n = 0, v = 0;
+  std::vector<float> logits;  // n x v
+  std::vector<token_id> drafts;  // n - 1, the top peaked token of each row
+  specdec::logits_view view() const {
+    return {logits.data(), static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(v)};
+  }
+  std::span<const float> row(std::size_t i) const { return {logits.data() + i * v, v}; }
+};
+
+rows make_rows(std::size_t n, std::size_t v, std::uint64_t seed) {
+  rows r;
+  r.n = n;
+  r.v = v;
+  r.logits.resize(n * v);
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::uniform_int_distribution<std::size_t> pick(0, v - 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    float* row = r.logits.data() + i * v;
+    float mx = -1e30f;
+    for (std::size_t t = 0; t < v; ++t) {
+      row[t] = normal(g);
+      mx = std::max(mx, row[t]);
+    }
+    const float lift[4] = {4.0f, 2.0f, 1.0f, 0.5f};
+    std::size_t top = 0;
+    for (int j = 0; j < 4; ++j) {
+      const std::size_t t = pick(g);
+      row[t] = mx + lift[j];
+      if (j == 0) top = t;
+    }
+    if (i + 1 < n) r.drafts.push_back(static_cast<token_id>(top));
+  }
+  return r;
+}
+
+// Reference for greedy: the max of each row, one streaming pass.
+float reference_max(const rows& r) {
+  float acc = 0.0f;
+  for (std::size_t i = 0; i < r.n; ++i) {
+    const auto row = r.row(i);
+    acc += Eigen::Map<const Eigen::ArrayXf>(row.data(), static_cast<Eigen::Index>(row.size()))
+               .maxCoeff();
+  }
+  return acc;
+}
+
+// Reference for sampling: log-sum-exp of each row (max pass, then exp-sum pass).
+double reference_lse(const rows& r) {
+  double acc = 0.0;
+  for (std::size_t i = 0; i < r.n; ++i) {
+    const auto row = r.row(i);
+    const Eigen::Map<const Eigen::ArrayXf> a(row.data(), static_cast<Eigen::Index>(row.size()));
+    const float m = a.maxCoeff();
+    acc += static_cast<double>(m) + std::log(static_cast<double>((a - m).exp().sum()));
+  }
+  return acc;
+}
+
+void BM_VerifyGreedy(benchmark::State& state) {
+  const auto k = static_cast<std::size_t>(state.range(0));
+  const auto v = static_cast<std::size_t>(state.range(1));
+  const rows r = make_rows(k + 1, v, 7 * k + v);
+  // Drafts equal to each row's argmax: all accepted.
+  std::vector<token_id> drafts;
+  for (std::size_t i = 0; i < k; ++i) drafts.push_back(specdec::argmax(r.row(i)));
+  double ref_s = 0.0, sub_s = 0.0;
+  std::size_t accepted = 0, calls = 0;
+  for (auto _ : state) {
+    double t0 = thread_cpu_s();
+    benchmark::DoNotOptimize(reference_max(r));
+    double t1 = thread_cpu_s();
+    const auto res = specdec::verify_greedy(r.view(), drafts);
+    benchmark::DoNotOptimize(res);
+    const double t2 = thread_cpu_s();
+    ref_s += t1 - t0;
+    sub_s += t2 - t1;
+    accepted += res.accepted;
+    ++calls;
+    state.SetIterationTime(t2 - t1);
+  }
+  state.counters["ref_us"] = 1e6 * ref_s / static_cast<double>(calls);
+  state.counters["ratio"] = sub_s / ref_s;
+  state.counters["accepted"] = static_cast<double>(accepted) / static_cast<double>(calls);
+}
+
+void BM_VerifyRejection(benchmark::State& state) {
+  const auto mode = state.range(0);
+  const auto k = static_cast<std::size_t>(state.range(1));
+  const auto v = static_cast<std::size_t>(state.range(2));
+  const bool one_hot = mode % 2 == 1;
+  specdec::sampling_params sp;
+  sp.temperature = 1.0f;
+  if (mode / 2 == 1) sp.top_p = 0.9f;
+  if (mode / 2 == 2) sp.top_k = 50;
+  const rows r = make_rows(k + 1, v, 7 * k + v);
+  // q: the warped distribution of the same logits with the draft token lowered by 1.
+  specdec::row_matrix q(one_hot ? 0 : static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(v));
+  if (!one_hot) {
+    std::vector<float> lowered(v);
+    for (std::size_t i = 0; i < k; ++i) {
+      const auto row = r.row(i);
+      lowered.assign(row.begin(), row.end());
+      lowered[static_cast<std::size_t>(r.drafts[i])] -= 1.0f;
+      specdec::warp(lowered, sp, std::span<float>(q.row(static_cast<Eigen::Index>(i)).data(), v));
+    }
+  }
+  const specdec::logits_view qv(q.data(), q.rows(), q.cols());
+  specdec::rejection_workspace ws;
+  specdec::rng gen;
+  // 64 seeds under which every draft is accepted; iterations cycle through them, so the time is
+  // the mean over draws u that accept everything (with top-p some of them need the exact p(x)).
+  std::vector<std::uint64_t> seeds;
+  for (std::uint64_t s = 1; s < 1000000 && seeds.size() < 64; ++s) {
+    gen.reseed(s);
+    if (specdec::verify_rejection(r.view(), r.drafts, qv, sp, gen, ws).accepted == k)
+      seeds.push_back(s);
+  }
+  if (seeds.size() < 64) {
+    state.SkipWithError("too few seeds accept every draft");
+    return;
+  }
+  // Nucleus size of the last row, for the record.
+  std::vector<float> p(v);
+  specdec::warp(r.row(k), sp, p);
+  std::size_t support = 0;
+  for (float x : p) support += x > 0.0f;
+
+  double ref_s = 0.0, sub_s = 0.0;
+  std::size_t accepted = 0, calls = 0;
+  for (auto _ : state) {
+    double t0 = thread_cpu_s();
+    benchmark::DoNotOptimize(reference_lse(r));
+    double t1 = thread_cpu_s();
+    gen.reseed(seeds[calls % seeds.size()]);
+    const auto res = specdec::verify_rejection(r.view(), r.drafts, qv, sp, gen, ws);
+    benchmark::DoNotOptimize(res);
+    const double t2 = thread_cpu_s();
+    ref_s += t1 - t0;
+    sub_s += t2 - t1;
+    accepted += res.accepted;
+    ++calls;
+    state.SetIterationTime(t2 - t1);
+  }
+  state.counters["ref_us"] = 1e6 * ref_s / static_cast<double>(calls);
+  state.counters["ratio"] = sub_s / ref_s;
+  state.counters["accepted"] = static_cast<double>(accepted) / static_cast<double>(calls);
+  state.counters["support"] = static_cast<double>(support);
+}
+
+void greedy_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"K", "V"});
+  for (int k : {4, 8})
+    for (int v : {32000, 128256, 151936}) b->Args({k, v});
+}
+
+void rejection_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"case", "K", "V"});
+  for (int c = 0; c < 6; ++c)
+    for (int k : {4, 8})
+      for (int v : {32000, 128256, 151936}) b->Args({c, k, v});
+}
+
+}  // namespace
+
+BENCHMARK(BM_VerifyGreedy)->Apply(greedy_args)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_VerifyRejection)
+    ->Apply(rejection_args)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+BENCHMARK_MAIN();
