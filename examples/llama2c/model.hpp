@@ -37,6 +37,104 @@ struct model_options {
   std::size_t layers = 0;
 };
 
+namespace detail {
+
+// y (+)= x * W^T for a weight W stored column-major (out x in), i.e. W^T row-major (in x out,
+// leading dimension ldw): the layout `weights` keeps. Register-tiled over R rows of x and NP
+// packets of outputs; weights are read in place (no packing), so the cost is flops plus one
+// pass over W per R rows of x, with no per-call setup. Eigen's GEMM instead packs the whole
+// weight operand on every call, which dominated batched appends of 2..16 tokens.
+using packet = Eigen::internal::packet_traits<float>::type;
+inline constexpr std::ptrdiff_t packet_size = Eigen::internal::packet_traits<float>::size;
+inline constexpr std::ptrdiff_t tile_packets = 2;
+inline constexpr std::ptrdiff_t tile_rows = packet_size >= 16 ? 8 : 4;
+
+template <int R, int NP, bool Add>
+inline void xwt_tile(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in, const float* wt,
+                     std::ptrdiff_t ldw, float* y, std::ptrdiff_t ldy) {
+  using namespace Eigen::internal;
+  packet acc[R][NP];
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < NP; ++p) acc[r][p] = pset1<packet>(0.0f);
+  for (std::ptrdiff_t k = 0; k < in; ++k) {
+    const float* w = wt + k * ldw;
+    packet wp[NP];
+    for (int p = 0; p < NP; ++p) wp[p] = ploadu<packet>(w + p * packet_size);
+    for (int r = 0; r < R; ++r) {
+      const packet a = pset1<packet>(x[r * ldx + k]);
+      for (int p = 0; p < NP; ++p) acc[r][p] = pmadd(a, wp[p], acc[r][p]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < NP; ++p) {
+      float* dst = y + r * ldy + p * packet_size;
+      if constexpr (Add) pstoreu(dst, padd(ploadu<packet>(dst), acc[r][p]));
+      else pstoreu(dst, acc[r][p]);
+    }
+}
+
+template <int R, bool Add>
+inline void xwt_rows(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in, const float* wt,
+                     std::ptrdiff_t ldw, std::ptrdiff_t out, float* y, std::ptrdiff_t ldy) {
+  std::ptrdiff_t o = 0;
+  for (; o + tile_packets * packet_size <= out; o += tile_packets * packet_size)
+    xwt_tile<R, tile_packets, Add>(x, ldx, in, wt + o, ldw, y + o, ldy);
+  for (; o + packet_size <= out; o += packet_size)
+    xwt_tile<R, 1, Add>(x, ldx, in, wt + o, ldw, y + o, ldy);
+  if (o == out) return;
+  if (out >= packet_size) {
+    // Fewer than one packet of outputs left: compute the last whole packet [out - packet_size,
+    // out) into a buffer and keep its new columns.
+    float tail[R * packet_size];
+    const std::ptrdiff_t start = out - packet_size;
+    xwt_tile<R, 1, false>(x, ldx, in, wt + start, ldw, tail, packet_size);
+    for (int r = 0; r < R; ++r)
+      for (std::ptrdiff_t c = o; c < out; ++c) {
+        const float v = tail[r * packet_size + (c - start)];
+        y[r * ldy + c] = Add ? y[r * ldy + c] + v : v;
+      }
+    return;
+  }
+  for (; o < out; ++o)  // a matrix narrower than one packet
+    for (int r = 0; r < R; ++r) {
+      float s = 0.0f;
+      for (std::ptrdiff_t k = 0; k < in; ++k) s += x[r * ldx + k] * wt[k * ldw + o];
+      y[r * ldy + o] = Add ? y[r * ldy + o] + s : s;
+    }
+}
+
+// xwt_rows<R> for a runtime R in [1, Max]: the rows left after the whole tiles.
+template <int Max, bool Add>
+inline void dispatch_rows(std::ptrdiff_t rows, const float* x, std::ptrdiff_t ldx,
+                          std::ptrdiff_t in, const float* wt, std::ptrdiff_t ldw,
+                          std::ptrdiff_t out, float* y, std::ptrdiff_t ldy) {
+  if constexpr (Max >= 1) {
+    if (rows == Max) return xwt_rows<Max, Add>(x, ldx, in, wt, ldw, out, y, ldy);
+    dispatch_rows<Max - 1, Add>(rows, x, ldx, in, wt, ldw, out, y, ldy);
+  }
+}
+
+/// y(n x out) = x(n x in) * W^T, or += when Add; x and y row-major with leading dimensions
+/// ldx and ldy, W^T row-major (in x out) with leading dimension ldw.
+template <bool Add>
+inline void xwt(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n, std::ptrdiff_t in,
+                const float* wt, std::ptrdiff_t ldw, std::ptrdiff_t out, float* y,
+                std::ptrdiff_t ldy) {
+  std::ptrdiff_t r = 0;
+  for (; r + tile_rows <= n; r += tile_rows)
+    xwt_rows<tile_rows, Add>(x + r * ldx, ldx, in, wt, ldw, out, y + r * ldy, ldy);
+  dispatch_rows<tile_rows - 1, Add>(n - r, x + r * ldx, ldx, in, wt, ldw, out, y + r * ldy, ldy);
+}
+
+/// xwt for an activation block `x` (row-major) and a weight view `w` (out x in, column-major).
+template <bool Add, class X, class Y>
+inline void times_transposed(const X& x, const matrix_view& w, Y&& y) {
+  xwt<Add>(x.data(), x.outerStride(), x.rows(), x.cols(), w.data(), w.rows(), w.rows(), y.data(),
+           y.outerStride());
+}
+
+}  // namespace detail
+
 /**
  * The llama2.c Llama-2 transformer (RMSNorm, RoPE, grouped-query attention, SwiGLU) with a KV
  * cache, modelling specdec::LanguageModel and specdec::TreeLanguageModel.
@@ -117,6 +215,7 @@ class model {
   std::vector<std::size_t> positions_;    // per row of the current pass
   std::vector<unsigned char> allowed_;    // tree mask, n x n, row-major
   std::vector<float> inv_freq_;           // RoPE: head_size / 2 frequencies
+  row_matrix rope_cos_, rope_sin_;        // RoPE: max_size x head_size / 2 angles
   std::vector<row_matrix> k_cache_, v_cache_;  // per layer: rows x kv_dim
   // Scratch, grown on demand; a pass of n tokens uses the top n rows.
   row_matrix x_, xb_, q_, att_, h1_, h3_, scores_, cos_, sin_;
@@ -169,6 +268,16 @@ inline model::model(std::shared_ptr<const weights> w, model_options options) : w
   inv_freq_.resize(hs / 2);
   for (std::size_t j = 0; j < hs / 2; ++j)  // run.c: 1 / 10000^(2j / head_size), in float
     inv_freq_[j] = 1.0f / std::pow(10000.0f, static_cast<float>(2 * j) / static_cast<float>(hs));
+  // RoPE angles of every position the model accepts, computed once (as forward used to per call).
+  const auto half = static_cast<Eigen::Index>(hs / 2);
+  rope_cos_.resize(static_cast<Eigen::Index>(max_size_), half);
+  rope_sin_.resize(static_cast<Eigen::Index>(max_size_), half);
+  for (std::size_t pos = 0; pos < max_size_; ++pos)
+    for (std::size_t j = 0; j < hs / 2; ++j) {
+      const float angle = static_cast<float>(pos) * inv_freq_[j];
+      rope_cos_(static_cast<Eigen::Index>(pos), static_cast<Eigen::Index>(j)) = std::cos(angle);
+      rope_sin_(static_cast<Eigen::Index>(pos), static_cast<Eigen::Index>(j)) = std::sin(angle);
+    }
   k_cache_.resize(layers_);
   v_cache_.resize(layers_);
   ensure_cache_rows(max_size_);
@@ -373,12 +482,9 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
   auto h3 = h3_.topRows(N);
   for (Eigen::Index i = 0; i < N; ++i) {
     x.row(i) = w_->token_embedding().row(tokens[static_cast<std::size_t>(i)]);
-    const auto pos = static_cast<float>(positions_[static_cast<std::size_t>(i)]);
-    for (std::size_t j = 0; j < hs / 2; ++j) {
-      const float angle = pos * inv_freq_[j];
-      cos_(i, static_cast<Eigen::Index>(j)) = std::cos(angle);
-      sin_(i, static_cast<Eigen::Index>(j)) = std::sin(angle);
-    }
+    const auto pos = static_cast<Eigen::Index>(positions_[static_cast<std::size_t>(i)]);
+    cos_.row(i) = rope_cos_.row(pos);
+    sin_.row(i) = rope_sin_.row(pos);
   }
 
   for (std::size_t l = 0; l < layers_; ++l) {
@@ -386,9 +492,9 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
     row_matrix& kc = k_cache_[l];
     row_matrix& vc = v_cache_[l];
     rmsnorm(x, lw.rms_att, xb);
-    q.noalias() = xb * lw.wq.transpose();
-    kc.middleRows(base, N).noalias() = xb * lw.wk.transpose();
-    vc.middleRows(base, N).noalias() = xb * lw.wv.transpose();
+    detail::times_transposed<false>(xb, lw.wq, q);
+    detail::times_transposed<false>(xb, lw.wk, kc.middleRows(base, N));
+    detail::times_transposed<false>(xb, lw.wv, vc.middleRows(base, N));
     rope(q, c.n_heads);
     rope(kc.middleRows(base, N), c.n_kv_heads);
 
@@ -415,18 +521,18 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
       }
       att.middleCols(qcol, ihs).noalias() = s * vc.block(0, kvcol, T, ihs);
     }
-    x.noalias() += att * lw.wo.transpose();
+    detail::times_transposed<true>(att, lw.wo, x);
 
     rmsnorm(x, lw.rms_ffn, xb);
-    h1.noalias() = xb * lw.w1.transpose();
-    h3.noalias() = xb * lw.w3.transpose();
+    detail::times_transposed<false>(xb, lw.w1, h1);
+    detail::times_transposed<false>(xb, lw.w3, h3);
     h1 = (h1.array() / (1.0f + (-h1.array()).exp())) * h3.array();  // SiLU(w1 x) * (w3 x)
-    x.noalias() += h1 * lw.w2.transpose();
+    detail::times_transposed<true>(h1, lw.w2, x);
   }
 
   rmsnorm(x, w_->rms_final(), xb);
   Eigen::Map<row_matrix> out(logits.data(), N, static_cast<Eigen::Index>(c.vocab_size));
-  out.noalias() = xb * w_->classifier().transpose();
+  detail::times_transposed<false>(xb, w_->classifier(), out);
 }
 
 }  // namespace specdec::llama2c
