@@ -50,6 +50,8 @@ TEST_CASE("tree_fallback: path-by-path evaluation equals tree attention") {
     CHECK(plain.size() == 3);
     CHECK(tree_model.tree_calls() == 1);
     CHECK(plain.append_calls() == 1 + tree.leaves().size());
+    // Consecutive leaves share their common prefix: every node is fed exactly once.
+    CHECK(plain.appended_tokens() == 3 + tree.size());
     // Commit the path to the last leaf on both: the contexts agree and so does the next row.
     const auto path = tree.path_to(tree.size() - 1);
     specdec::commit_tree_path(plain, tree, path);

@@ -22,6 +22,7 @@ struct tree_eval_workspace {
   std::vector<token_id> tokens;
   std::vector<float> logits;
   std::vector<std::int32_t> path;
+  std::vector<std::int32_t> previous_path;
 };
 
 namespace detail {
@@ -53,14 +54,15 @@ inline void check_commit_path(const token_tree& tree, std::span<const std::int32
 }  // namespace detail
 
 /**
- * Evaluates `tree` on a model that only has append/truncate: for each leaf, appends the tokens
- * from the root to that leaf after the committed context, copies their rows into `logits`
- * (row i: next-token logits after node i), and truncates back. Nothing is shared between paths,
- * so it is correct for any model honouring the LanguageModel contract, at the cost of
- * sum over leaves of (depth + 1) tokens in as many append calls as there are leaves.
- * Afterwards the context is unchanged (the tree is "pending" as with append_tree). On an
- * exception the context is truncated back to where it was. `logits.size()` must be
- * tree.size() * V.
+ * Evaluates `tree` on a model that only has append/truncate. Leaves are visited in node order;
+ * for each, the model is truncated to the part of the previous leaf's path that this one shares
+ * (a node's logits depend only on the context and its ancestors, so their rows are already
+ * written) and only the rest of the path is appended. Correct for any model honouring the
+ * LanguageModel contract (append after truncate equals a fresh context). Cost: one append call
+ * per leaf, of about tree.size() tokens in all for a breadth-first tree (each node fed once or,
+ * where consecutive leaves diverge high up, again). Afterwards the context is unchanged (the
+ * tree is "pending" as with append_tree); on an exception it is truncated back to where it was.
+ * `logits.size()` must be tree.size() * V.
  */
 template <LanguageModel M>
 void evaluate_tree_by_paths(M& model, const token_tree& tree, std::span<float> logits,
@@ -68,21 +70,31 @@ void evaluate_tree_by_paths(M& model, const token_tree& tree, std::span<float> l
   const std::size_t v = static_cast<std::size_t>(model.vocab_size());
   detail::check_tree_logits(tree, v, logits.size(), "evaluate_tree_by_paths");
   const std::size_t base = static_cast<std::size_t>(model.size());
+  std::vector<std::int32_t>& previous = ws.previous_path;
+  previous.clear();
   try {
     for (std::size_t leaf = 0; leaf < tree.size(); ++leaf) {
       if (!tree.is_leaf(leaf)) continue;
       tree.path_to(leaf, ws.path);
-      ws.tokens.resize(ws.path.size());
-      for (std::size_t k = 0; k < ws.path.size(); ++k)
-        ws.tokens[k] = tree.token(static_cast<std::size_t>(ws.path[k]));
-      ws.logits.resize(ws.path.size() * v);
+      std::size_t shared = 0;
+      while (shared < previous.size() && shared < ws.path.size() &&
+             previous[shared] == ws.path[shared])
+        ++shared;
+      if (shared == ws.path.size()) continue;  // cannot happen for a leaf; kept for safety
+      model.truncate(base + shared);
+      const std::size_t n = ws.path.size() - shared;
+      ws.tokens.resize(n);
+      for (std::size_t k = 0; k < n; ++k)
+        ws.tokens[k] = tree.token(static_cast<std::size_t>(ws.path[shared + k]));
+      ws.logits.resize(n * v);
       model.append(std::span<const token_id>(ws.tokens), std::span<float>(ws.logits));
-      model.truncate(base);
-      for (std::size_t k = 0; k < ws.path.size(); ++k)
+      for (std::size_t k = 0; k < n; ++k)
         std::copy_n(ws.logits.begin() + static_cast<std::ptrdiff_t>(k * v), v,
                     logits.begin() + static_cast<std::ptrdiff_t>(
-                                         static_cast<std::size_t>(ws.path[k]) * v));
+                                         static_cast<std::size_t>(ws.path[shared + k]) * v));
+      previous.assign(ws.path.begin(), ws.path.end());
     }
+    model.truncate(base);
   } catch (...) {
     if (static_cast<std::size_t>(model.size()) > base) model.truncate(base);
     throw;
