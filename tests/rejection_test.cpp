@@ -167,3 +167,57 @@ TEST_CASE("rejection: bad drafts and shapes are refused with a message") {
   REQUIRE_THROWS_WITH(specdec::verify_rejection(nv, std::span(&fine, 1), none, {}, g),
                       "logits: NaN at token 1");
 }
+
+TEST_CASE("rejection: large vocabularies through the fast paths (temperature only, top-p only)") {
+  // V spans several of the kernels' blocks; q is a different warped distribution, so drafts are
+  // rejected often and the residual, the bounds on p(x) and the bonus draw are all exercised.
+  const std::size_t v = 2500;
+  specdec::rng g(2024);
+  specdec::row_matrix target(2, static_cast<Eigen::Index>(v)), draft_logits(1, static_cast<Eigen::Index>(v));
+  for (std::size_t j = 0; j < v; ++j) {
+    const auto c = static_cast<Eigen::Index>(j);
+    const double peak = j < 40 ? 3.0 : 0.0;  // a head of likely tokens over a long tail
+    target(0, c) = static_cast<float>(peak + 2.0 * (g.uniform_open() - 0.5));
+    target(1, c) = static_cast<float>(peak + 2.0 * (g.uniform_open() - 0.5));
+    draft_logits(0, c) = target(0, c) + static_cast<float>(1.5 * (g.uniform_open() - 0.5));
+  }
+  if (v > 7) target(0, 7) = -std::numeric_limits<float>::infinity();  // a masked token
+  for (const float top_p : {1.0f, 0.8f}) {
+    SECTION("top_p = " + std::to_string(top_p)) {
+      specdec::sampling_params sp;
+      sp.temperature = 0.8f;
+      sp.top_p = top_p;
+      std::vector<float> p0(v), p1(v), qf(v);
+      specdec::warp(std::span<const float>(target.row(0).data(), v), sp, p0);
+      specdec::warp(std::span<const float>(target.row(1).data(), v), sp, p1);
+      specdec::warp(std::span<const float>(draft_logits.row(0).data(), v), sp, qf);
+      row_matrix q(1, static_cast<Eigen::Index>(v));
+      for (std::size_t j = 0; j < v; ++j) q(0, static_cast<Eigen::Index>(j)) = qf[j];
+      const specdec::logits_view tv(target.data(), 2, static_cast<Eigen::Index>(v));
+      const specdec::logits_view qv(q.data(), 1, static_cast<Eigen::Index>(v));
+      const specdec::logits_view none(nullptr, 0, static_cast<Eigen::Index>(v));
+      specdec::rng draft_rng(3), verify_rng(4);
+      specdec::rejection_workspace ws;
+      std::vector<std::size_t> first(v), bonus(v), first_one_hot(v);
+      for (int t = 0; t < 50000; ++t) {
+        const specdec::token_id x = specdec::sample(qf, draft_rng);
+        auto r = specdec::verify_rejection(tv, std::span(&x, 1), qv, sp, verify_rng, ws);
+        first[static_cast<std::size_t>(r.accepted ? x : r.next)]++;
+        if (r.accepted) bonus[static_cast<std::size_t>(r.next)]++;
+        const specdec::token_id fixed = static_cast<specdec::token_id>(t % 50);  // one-hot drafts
+        r = specdec::verify_rejection(tv, std::span(&fixed, 1), none, sp, verify_rng, ws);
+        first_one_hot[static_cast<std::size_t>(r.accepted ? fixed : r.next)]++;
+      }
+      const std::vector<double> e0(p0.begin(), p0.end()), e1(p1.begin(), p1.end());
+      const auto c0 = specdec::test::chi_square(first, e0);
+      const auto c1 = specdec::test::chi_square(bonus, e1);
+      const auto c2 = specdec::test::chi_square(first_one_hot, e0);
+      INFO("first token: " << c0.describe() << "; bonus token: " << c1.describe()
+                           << "; one-hot drafts: " << c2.describe());
+      CHECK(c0.pass());
+      CHECK(c1.pass());
+      CHECK(c2.pass());
+      CHECK(first[7] == 0);  // masked
+    }
+  }
+}
