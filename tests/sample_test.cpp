@@ -50,3 +50,17 @@ TEST_CASE("sample: residual is max(0, p - q), falling back to p when it rounds t
   CHECK(specdec::residual_one_hot(sure, 0, out) == Approx(1.0));  // falls back to p
   CHECK(out[0] == 1.0f);
 }
+
+TEST_CASE("sample: argmax over many blocks keeps the lowest id among ties") {
+  for (std::size_t v : {7u, 255u, 256u, 257u, 1000u, 5003u}) {
+    std::vector<float> row(v, -1.0f);
+    for (std::size_t i = 0; i < v; ++i) row[i] = static_cast<float>((i * 37) % 101) * 0.01f;
+    const float top = 5.0f;
+    std::vector<std::size_t> at{v - 1, v / 2, v / 3};
+    for (auto i : at) row[i] = top;
+    INFO("V = " << v);
+    CHECK(specdec::argmax(row) == static_cast<specdec::token_id>(v / 3 < v / 2 ? v / 3 : v / 2));
+    row[v - 1] = std::nanf("");
+    REQUIRE_THROWS_WITH(specdec::argmax(row), "logits: NaN at token " + std::to_string(v - 1));
+  }
+}
