@@ -278,3 +278,49 @@ TEST_CASE("decoder: NaN logits throw and leave the caches consistent with the hi
   target.fail_at = 0;
   CHECK(decoder.generate(prompt, o).tokens.size() == 30);
 }
+
+TEST_CASE("decoder: a prompt sharing a prefix with the last history reuses the target's cache") {
+  const table_model_options t{.vocab_size = 16, .seed = 7};
+  const table_model_options d{.vocab_size = 16, .seed = 7, .mix = 0.3f};
+  table_model target(t), draft_model(d);
+  drafter_t drafter(draft_model);
+  specdec::speculative_decoder decoder(target, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 20;
+  o.sampling.seed = 5;
+  const std::vector<token_id> prompt{3, 1, 4, 1, 5};
+  const auto first = decoder.generate(prompt, o);
+  CHECK(first.stats.reused_prompt_tokens == 0);
+
+  // The next turn: the whole history plus new tokens, as a chat engine would send it.
+  std::vector<token_id> turn(decoder.history().begin(), decoder.history().end());
+  turn.insert(turn.end(), {9, 2, 6});
+  const std::size_t fed_before = target.appended_tokens();
+  const auto second = decoder.generate(turn, o);
+  CHECK(second.stats.reused_prompt_tokens == prompt.size() + first.tokens.size() - 1);
+  CHECK(target.appended_tokens() - fed_before <
+        turn.size() + second.stats.drafted_tokens + second.stats.target_calls);
+
+  // The same turn from scratch gives the same tokens.
+  table_model fresh_target(t), fresh_draft(d);
+  drafter_t fresh_drafter(fresh_draft);
+  specdec::speculative_decoder fresh(fresh_target, fresh_drafter);
+  CHECK(fresh.generate(turn, o).tokens == second.tokens);
+  o.reuse_prefix = false;
+  const auto again = decoder.generate(turn, o);
+  CHECK(again.stats.reused_prompt_tokens == 0);
+  CHECK(again.tokens == second.tokens);
+  o.reuse_prefix = true;
+
+  SECTION("continuing from the decoder's own history (the prompt views it)") {
+    const auto more = decoder.generate(decoder.history(), o);
+    CHECK(more.stats.reused_prompt_tokens > 0);
+    CHECK(more.tokens.size() == 20);
+  }
+  SECTION("a target changed behind the decoder's back is fed the whole prompt") {
+    target.truncate(2);
+    const auto r = decoder.generate(turn, o);
+    CHECK(r.stats.reused_prompt_tokens == 0);
+    CHECK(r.tokens == second.tokens);
+  }
+}

@@ -41,6 +41,11 @@ struct generate_options {
   /// How a sampling tree drafter draws each node's candidates: iid (MCSD Algorithm 1) or
   /// without_replacement (Algorithm 2). Greedy and n-gram drafts are deterministic regardless.
   candidate_draw tree_draw = candidate_draw::iid;
+  /// Keep the part of the target's context that the new prompt shares with the previous
+  /// generation's history (multi-turn chat, continuing a generation) instead of feeding the
+  /// whole prompt again. Used only while the target still holds exactly what this decoder left
+  /// in it (its size says so); false always re-feeds the prompt.
+  bool reuse_prefix = true;
 };
 
 /// Why a generation ended.
@@ -125,20 +130,36 @@ class speculative_decoder {
   void start(std::span<const token_id> prompt, const generate_options& options) {
     validate(prompt, options);
     const auto t0 = clock::now();
+    // The target holds history_ minus its last token while the decoder's invariant stands.
+    std::size_t keep = 0;
+    if (options.reuse_prefix && !history_.empty() &&
+        static_cast<std::size_t>(target_.size()) + 1 == history_.size()) {
+      const std::size_t limit = std::min(history_.size() - 1, prompt.size() - 1);
+      while (keep < limit && history_[keep] == prompt[keep]) ++keep;
+    }
+    std::vector<token_id> fresh(prompt.begin(), prompt.end());  // `prompt` may view history_
     options_ = options;
     gen_.reseed(options.sampling.seed);
     stats_ = decode_stats{};
     done_ = true;
-    history_.assign(prompt.begin(), prompt.end());
-    prompt_size_ = prompt.size();
+    history_.swap(fresh);
+    prompt_size_ = history_.size();
     drafter_.reset();
     if constexpr (requires { drafter_.model_calls(); })
       draft_calls_at_start_ = drafter_.model_calls();
-    target_.truncate(0);
-    if (prompt.size() > 1) {
-      logits_.resize((prompt.size() - 1) * vocab());
-      target_.append(prompt.first(prompt.size() - 1), std::span<float>(logits_));
+    target_.truncate(keep);
+    if (history_.size() - 1 > keep) {
+      const std::span<const token_id> rest(history_.data() + keep, history_.size() - 1 - keep);
+      logits_.resize(rest.size() * vocab());
+      try {
+        target_.append(rest, std::span<float>(logits_));
+      } catch (...) {
+        target_.truncate(0);
+        history_.clear();
+        throw;
+      }
     }
+    stats_.reused_prompt_tokens = keep;
     done_ = false;
     reason_ = stop_reason::max_new_tokens;
     update_done();

@@ -67,12 +67,11 @@ class model_drafter {
   /// Number of append calls made on the draft model since construction.
   std::size_t model_calls() const noexcept { return calls_; }
 
-  /// Forgets the cached context: the next propose starts from an empty draft cache.
-  void reset() {
-    model_.truncate(0);
-    cached_.clear();
-    verified_ = 0;
-  }
+  /// Starts a new sequence: nothing about the next history is assumed.
+  /// The cached context is kept: the next propose compares it with the new history once (O(its
+  /// length)) and keeps the common prefix, so a new prompt sharing a prefix with the last
+  /// sequence is not fed to the draft model again.
+  void reset() { verified_ = 0; }
 
   /// Nothing to do: the next propose re-synchronises from the history in O(k).
   void accept(std::span<const token_id> /*committed*/) noexcept {}
@@ -185,7 +184,11 @@ class model_drafter {
   // Rolls the draft's context back to its longest common prefix with `prefix` (O(length of the
   // part that changed)); the caller feeds what is missing. Returns the common length.
   std::size_t sync(std::span<const token_id> prefix) {
-    if (cached_.size() != static_cast<std::size_t>(model_.size())) reset();  // used elsewhere
+    if (cached_.size() != static_cast<std::size_t>(model_.size())) {  // used elsewhere: start over
+      model_.truncate(0);
+      cached_.clear();
+      verified_ = 0;
+    }
     // History only grows between resets (Drafter contract): what matched before still matches.
     const std::size_t limit = std::min(cached_.size(), prefix.size());
     std::size_t common = std::min(verified_, limit);
