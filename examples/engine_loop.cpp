@@ -7,6 +7,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <span>
 #include <vector>
 
@@ -39,7 +40,7 @@ class bigram_model {
   std::vector<specdec::token_id> tokens_;
 };
 
-int main() {
+static int run() {
   const std::vector<specdec::token_id> prompt{1, 5, 9, 1, 5};
 
   // Part 1: step by step. Each step() drafts, verifies and commits, emitting 1..K+1 tokens.
@@ -99,4 +100,13 @@ int main() {
   std::printf("\n  (one | per model call: %zu tokens in %zu calls)\n", history.size() - prompt.size(),
               calls);
   return 0;
+}
+
+int main() {
+  try {
+    return run();
+  } catch (const std::exception& e) {  // specdec reports bad input with exceptions
+    std::fprintf(stderr, "%s: %s\n", "engine_loop", e.what());
+    return 1;
+  }
 }

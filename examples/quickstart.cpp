@@ -7,6 +7,7 @@
 // Build and run: cmake --workflow --preset quickstart && build/release/examples/quickstart
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -82,7 +83,7 @@ static void show(const char* title, const specdec::generate_result& r) {
   std::printf("--- %s\n%s\n%s\n", title, decode(r.tokens).c_str(), r.stats.summary().c_str());
 }
 
-int main() {
+static int run() {
   // The target is a 10-gram model; the draft, a cheaper 3-gram model of the same text.
   char_ngram_model target(corpus, 10), draft_model(corpus, 3);
 
@@ -128,4 +129,13 @@ int main() {
   // wall-clock speed (see examples/llama2c and docs/benchmarks.md).
   std::printf("Note: count target calls here; seconds only drop on models whose cost is per call.\n");
   return 0;
+}
+
+int main() {
+  try {
+    return run();
+  } catch (const std::exception& e) {  // specdec reports bad input with exceptions
+    std::fprintf(stderr, "%s: %s\n", "quickstart", e.what());
+    return 1;
+  }
 }
