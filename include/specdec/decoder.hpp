@@ -202,13 +202,10 @@ class speculative_decoder {
       const logits_view rows(logits_.data(), static_cast<Eigen::Index>(n + 1),
                              static_cast<Eigen::Index>(v));
       const std::span<const token_id> drafts(draft_.tokens.data(), n);
-      if (options_.sampling.greedy()) {
-        verdict = verify_greedy(rows, drafts);
-      } else {
-        const logits_view q(draft_.q.data(), draft_.deterministic() ? 0 : static_cast<Eigen::Index>(n),
-                            static_cast<Eigen::Index>(v));
-        verdict = verify_rejection(rows, drafts, q, options_.sampling, gen_, verify_ws_);
-      }
+      const logits_view q(draft_.q.data(), draft_.deterministic() ? 0 : static_cast<Eigen::Index>(n),
+                          static_cast<Eigen::Index>(v));
+      // Exact-match verification when greedy (verify_rejection delegates to verify_greedy).
+      verdict = verify_rejection(rows, drafts, q, options_.sampling, gen_, verify_ws_);
     } catch (...) {
       target_.truncate(h - 1);
       throw;

@@ -22,19 +22,23 @@
 namespace specdec {
 
 namespace detail {
-// The k largest entries of `row` (ties: lowest id first), largest first. O(V log k).
-inline void top_tokens(std::span<const float> row, std::size_t k, std::vector<token_id>& out,
-                       std::vector<token_id>& scratch) {
-  scratch.resize(row.size());
-  for (std::size_t i = 0; i < row.size(); ++i) scratch[i] = static_cast<token_id>(i);
+// The k largest entries of `row` (ties: lowest id first), largest first, in one pass keeping
+// the best k seen so far: O(V * k) worst case, O(V) when k is small next to V. Allocates
+// nothing once `out` has capacity k.
+inline void top_tokens(std::span<const float> row, std::size_t k, std::vector<token_id>& out) {
+  out.clear();
   k = std::min(k, row.size());
-  auto before = [&](token_id a, token_id b) {
-    const float x = row[static_cast<std::size_t>(a)], y = row[static_cast<std::size_t>(b)];
-    return x > y || (x == y && a < b);
-  };
-  std::partial_sort(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(k),
-                    scratch.end(), before);
-  out.assign(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(k));
+  if (k == 0) return;
+  auto value = [&](token_id t) { return row[static_cast<std::size_t>(t)]; };
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    const float x = row[i];
+    // Ids grow along the scan, so a tie never displaces an earlier (lower) id.
+    if (out.size() == k && !(x > value(out.back()))) continue;
+    if (out.size() == k) out.pop_back();
+    auto at = out.end();
+    while (at != out.begin() && x > value(*(at - 1))) --at;
+    out.insert(at, static_cast<token_id>(i));
+  }
 }
 }  // namespace detail
 
@@ -119,13 +123,9 @@ class model_drafter {
     out.q.resize(0, static_cast<Eigen::Index>(v));
     tokens_.assign(1, history.empty() ? 0 : history.back());
     parents_.assign(1, -1);
-    if (history.empty() || branching.empty()) {
-      out.tree = token_tree(tokens_, parents_);
-      return;
-    }
     const std::size_t capacity = max_size_of(model_);
-    if (history.size() > capacity) {
-      out.tree = token_tree(tokens_, parents_);
+    if (history.empty() || branching.empty() || history.size() > capacity) {
+      out.tree = token_tree(tokens_, parents_);  // the root alone: nothing to draft
       return;
     }
     // The deepest node evaluated sits at position history.size() - 1 + depth - 1.
@@ -147,18 +147,18 @@ class model_drafter {
         const std::span<const float> row(logits_.data() + node * v, v);
         children_.clear();
         if (sp.greedy()) {
-          detail::top_tokens(row, branching[d], children_, scratch_tokens_);
+          detail::top_tokens(row, branching[d], children_);
         } else {
           std::span<float> q(out.q.row(static_cast<Eigen::Index>(node)).data(), v);
           warp(row, sp, q, ws_);
           if (draw == candidate_draw::iid) {
             for (std::size_t c = 0; c < branching[d]; ++c) children_.push_back(sample(q, gen));
           } else {
+            // Each draw removes its token; a support smaller than k gives fewer children.
             remaining_.assign(q.begin(), q.end());
-            for (std::size_t c = 0; c < branching[d]; ++c) {
-              double mass = 0.0;
-              for (float x : remaining_) mass += x;
-              if (!(mass > 0.0)) break;  // support exhausted: fewer children
+            const auto support = static_cast<std::size_t>(
+                std::count_if(q.begin(), q.end(), [](float x) { return x > 0.0f; }));
+            for (std::size_t c = 0; c < std::min(branching[d], support); ++c) {
               const token_id t = sample(remaining_, gen);
               children_.push_back(t);
               remaining_[static_cast<std::size_t>(t)] = 0.0f;
@@ -216,7 +216,7 @@ class model_drafter {
   // tree drafting scratch
   token_tree tree_;
   tree_eval_workspace eval_ws_;
-  std::vector<token_id> tokens_, children_, scratch_tokens_;
+  std::vector<token_id> tokens_, children_;
   std::vector<std::int32_t> parents_;
   std::vector<float> remaining_;
 };

@@ -191,39 +191,33 @@ inline constexpr double residual_noise_floor = 1e-6;
 /**
  * out = max(0, p - q), the distribution a rejected draft token is corrected from (unnormalised;
  * sample() accepts that). If its mass rounds to zero (p and q equal up to float noise), out = p.
- * Returns the mass used. O(V).
+ * Returns the mass used, summed like sample() sums (detail::block_sums). O(V).
  */
 inline double residual(std::span<const float> p, std::span<const float> q, std::span<float> out) {
   if (p.size() != q.size() || out.size() != p.size())
     throw std::invalid_argument("residual: p, q and out must have the same size");
-  double mass = 0.0;
   for (std::size_t i = 0; i < p.size(); ++i) {
     const float d = p[i] - q[i];
     out[i] = d > 0.0f ? d : 0.0f;
-    mass += out[i];
   }
+  const double mass = detail::block_sums(out, nullptr);
   if (mass > residual_noise_floor) return mass;
-  mass = 0.0;
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    out[i] = p[i];
-    mass += p[i];
-  }
-  return mass;
+  std::copy(p.begin(), p.end(), out.begin());
+  return detail::block_sums(out, nullptr);
 }
 
 /// residual() for a one-hot q at `token`: p with that token removed (falls back to p likewise).
 inline double residual_one_hot(std::span<const float> p, token_id token, std::span<float> out) {
   if (out.size() != p.size()) throw std::invalid_argument("residual: p and out sizes differ");
-  double mass = 0.0;
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    out[i] = static_cast<token_id>(i) == token ? 0.0f : p[i];
-    mass += out[i];
-  }
-  if (mass > residual_noise_floor) return mass;
   std::copy(p.begin(), p.end(), out.begin());
-  mass = 0.0;
-  for (float x : p) mass += x;
-  return mass;
+  const double total = detail::block_sums(out, nullptr);
+  if (token >= 0 && static_cast<std::size_t>(token) < out.size()) {
+    const double removed = out[static_cast<std::size_t>(token)];
+    if (total - removed <= residual_noise_floor) return total;  // as residual(): keep p
+    out[static_cast<std::size_t>(token)] = 0.0f;
+    return total - removed;
+  }
+  return total;
 }
 
 }  // namespace specdec

@@ -13,13 +13,6 @@
 namespace specdec {
 
 namespace detail {
-// exp() of a very negative number in Eigen's vectorised path is clamped to about 1e-38, not 0:
-// masked (-inf) tokens are therefore zeroed explicitly so that they can never be drawn.
-inline void zero_masked(std::span<const float> logits, std::span<float> out) {
-  for (std::size_t i = 0; i < logits.size(); ++i)
-    if (logits[i] == -std::numeric_limits<float>::infinity()) out[i] = 0.0f;
-}
-
 inline Eigen::Map<const Eigen::ArrayXf> as_array(std::span<const float> x) {
   return {x.data(), static_cast<Eigen::Index>(x.size())};
 }
@@ -94,7 +87,9 @@ SPECDEC_ROW_KERNEL row_summary summarize(const float* x, std::size_t n) noexcept
   return {m, lo == -inf, bad};
 }
 
-// Sums e_i = exp((x_i - m) * inv_t) over x[0..n) (e_i = 0 exactly where x_i = -inf when Masked),
+// Sums e_i = exp((x_i - m) * inv_t) over x[0..n) (e_i = 0 exactly where x_i = -inf when Masked:
+// Eigen's vectorised exp clamps very negative inputs to about 1e-38, not 0, and a masked token
+// must never be drawn),
 // block by block: each block sum is a float (packet lanes, then across), the total their
 // double sum in order. Writes e to `out` and the block sums to `blocks` when they are not null.
 // With Above, also sums the e_i > `over` into *above, by the same blocks.

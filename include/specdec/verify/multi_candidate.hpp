@@ -56,12 +56,6 @@ inline void take_residual(tree_verify_workspace& ws, double mass) {
   std::swap(ws.p, ws.scratch);
 }
 
-inline double exact_mass(std::span<const float> p) {
-  double m = 0.0;
-  for (float x : p) m += x;
-  return m;
-}
-
 // One node of a sampling walk: ws.p holds the warped target row of `node`. Tries the children
 // in order; returns the accepted child or -1 with ws.p left as the final residual (unnormalised
 // for deterministic candidates; sample() accepts that).
@@ -84,7 +78,7 @@ inline std::int32_t choose_child(const token_tree& tree, std::size_t node, const
         if (mass - px <= residual_noise_floor) break;  // as residual_one_hot: keep p
         ws.p[xi] = 0.0f;
         mass -= px;
-        if (mass < 1e-3) mass = exact_mass(ws.p);  // small remainders: no cancellation error
+        if (mass < 1e-3) mass = block_sums(ws.p, nullptr);  // small remainders: no cancellation
         break;
       }
       case candidate_draw::iid: {
@@ -100,8 +94,7 @@ inline std::int32_t choose_child(const token_tree& tree, std::size_t node, const
       }
       case candidate_draw::without_replacement: {
         // q_j = q without the candidates already tried, renormalised.
-        double mass = 0.0;
-        for (float v : ws.q) mass += v;
+        const double mass = block_sums(ws.q, nullptr);
         if (!(ws.q[xi] > 0.0f) || !(mass > 0.0))
           throw std::invalid_argument(
               "verify_tree: node " + std::to_string(child) + " proposes token " +
