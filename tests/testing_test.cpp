@@ -1,14 +1,21 @@
-// The conformance kit (specdec/testing.hpp) run against the table test model, and against
-// deliberately broken models whose failures it must name.
+// The conformance kit (specdec/testing.hpp) run against the table test models (with and without
+// tree attention), and against deliberately broken models whose failures it must name.
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
 #include <catch2/catch.hpp>
 
 #include <specdec/testing.hpp>
 
 #include "support/table_model.hpp"
+#include "support/tree_table_model.hpp"
 
 using namespace specdec;
 using specdec::test::table_model;
 using specdec::test::table_model_options;
+using specdec::test::tree_table_model;
 
 namespace {
 
@@ -56,6 +63,33 @@ class eager_model {
   table_model m_{table_model_options{.vocab_size = 7}};
 };
 
+// commit ignores its path: it keeps the tokens of the first path.size() nodes (0, 1, ...),
+// whichever nodes the path names, and validates nothing. size() comes out right; the context is
+// wrong for any path other than {0, 1, ...}.
+class path_ignoring_tree_model {
+ public:
+  std::size_t vocab_size() const { return m_.vocab_size(); }
+  std::size_t size() const { return m_.size(); }
+  void append(std::span<const token_id> t, std::span<float> l) { m_.append(t, l); }
+  void truncate(std::size_t n) { m_.truncate(n); }
+  void append_tree(std::span<const token_id> t, std::span<const std::int32_t> p,
+                   std::span<float> l) {
+    m_.append_tree(t, p, l);
+    tree_.assign(t.begin(), t.end());
+  }
+  void commit(std::span<const std::int32_t> path) {
+    m_.commit({});  // keep no node, then append the wrong ones
+    const std::size_t n = std::min(path.size(), tree_.size());
+    if (n == 0) return;
+    std::vector<float> scratch(n * vocab_size());
+    m_.append(std::span<const token_id>(tree_).first(n), scratch);
+  }
+
+ private:
+  tree_table_model m_{table_model_options{.vocab_size = 7}};
+  std::vector<token_id> tree_;
+};
+
 const testing::check_result& find(const testing::conformance_report& rep, const std::string& name) {
   for (const auto& c : rep.checks)
     if (c.name == name) return c;
@@ -84,6 +118,56 @@ TEST_CASE("testing: the table model passes every check") {
     INFO(rep.message);
     CHECK(rep.ok);
   }
+}
+
+TEST_CASE("testing: the tree table model passes every check, the tree checks included") {
+  SECTION("given a model") {
+    tree_table_model m({.vocab_size = 11, .max_size = 40});
+    testing::conformance_options o;
+    o.tolerance = 0.0f;  // deterministic: tree rows are computed exactly as appended rows
+    const auto rep = testing::run_all(m, o);
+    INFO(rep.message);
+    CHECK(rep.ok);
+    REQUIRE(rep.checks.size() == 8);
+    for (const auto& c : rep.checks) CHECK(c.ok);
+    CHECK(find(rep, "tree_append").message == "tree_append: largest |diff| 0");
+    CHECK(find(rep, "tree_commit").message == "tree_commit: largest |diff| 0");
+    CHECK(find(rep, "tree_rejects_bad_input").message ==
+          "tree_rejects_bad_input: bad parents, tokens and paths rejected");
+    CHECK_THAT(find(rep, "rejects_bad_input").message,
+               Catch::Contains("capacity boundary at max_size() = 40 enforced"));
+    CHECK(m.tree_calls() > 0);  // the tree checks ran on this very model
+  }
+  SECTION("given a factory and a chosen tree") {
+    testing::conformance_options o;
+    o.tokens = {3, 1, 4, 1, 5, 9, 2, 6};
+    o.tree_tokens = {5, 3, 5, 8, 9, 7};
+    o.tree_parents = {-1, 0, 1, 1, -1, 4};
+    o.tolerance = 0.0f;
+    const auto rep = testing::run_all([] { return tree_table_model({.vocab_size = 10}); }, o);
+    INFO(rep.message);
+    CHECK(rep.ok);
+    CHECK(rep.checks.size() == 8);
+  }
+}
+
+TEST_CASE("testing: a commit that ignores its path is reported") {
+  const auto rep = testing::run_all([] { return path_ignoring_tree_model(); });
+  INFO(rep.message);
+  CHECK_FALSE(rep.ok);
+  CHECK(find(rep, "tree_append").ok);  // append_tree is right; only commit is broken
+  const auto& r = find(rep, "tree_commit");
+  CHECK_FALSE(r.ok);
+  // Paths {0} and {0, 1} are what the broken commit keeps anyway; {0, 2} is the first it breaks.
+  CHECK(r.message ==
+        "tree_commit: after commit of the path to node 2 (length 2), the next tokens' logits "
+        "differ from appending that path alone: position 10 (token 1), logit 0: expected "
+        "-1.0334, got 1.86822 (|diff| 2.90162 > tolerance 0.0001; largest |diff| so far "
+        "2.90162)");
+  CHECK(r.max_abs_diff > 2.9f);
+  // It validates nothing either.
+  CHECK(find(rep, "tree_rejects_bad_input").message ==
+        "tree_rejects_bad_input: commit of path {1, 2} (node 1 is not a root) did not throw");
 }
 
 TEST_CASE("testing: a truncate that does nothing is reported") {

@@ -175,12 +175,50 @@ void check_inputs(const conformance_options& o, const M& m, std::span<const toke
                          std::to_string(m.vocab_size()) + ")"};
 }
 
+/// The sequence the checks use (options or default), after validating it and the options.
+template <class M>
+std::vector<token_id> checked_sequence(const conformance_options& o, const M& m) {
+  auto seq = sequence_for(o, m);
+  check_inputs(o, m, seq);
+  return seq;
+}
+
 /// Appends `tokens` in one call and returns the logits.
 template <class M>
 std::vector<float> append(M& m, std::span<const token_id> tokens) {
   std::vector<float> out(tokens.size() * m.vocab_size());
   m.append(tokens, std::span<float>(out));
   return out;
+}
+
+/// The checked sequence and the logits of appending it in one call to a fresh model.
+struct reference_run {
+  std::vector<token_id> seq;
+  std::vector<float> logits;  ///< seq.size() rows of `vocab` logits
+  std::size_t vocab = 0;
+};
+
+template <class S>
+reference_run reference(S& source, const conformance_options& o) {
+  reference_run ref;
+  with_fresh(source, [&](auto& m) {
+    ref.seq = checked_sequence(o, m);
+    ref.vocab = m.vocab_size();
+    ref.logits = append(m, ref.seq);
+  });
+  return ref;
+}
+
+/// Fails with "<what> did not throw" unless `call()` throws (anything).
+template <class F>
+void expect_throws(F&& call, const std::string& what) {
+  bool threw = false;
+  try {
+    std::forward<F>(call)();
+  } catch (...) {
+    threw = true;
+  }
+  expect(threw, what + " did not throw");
 }
 
 /// Runs `body(result)` and turns check_failed / model exceptions into a failed result.
@@ -268,23 +306,17 @@ template <class Source>
   requires detail::model_source<Source>
 check_result check_batched_append(Source& source, const conformance_options& o = {}) {
   return detail::run_check("batched_append", [&](check_result& r) {
-    std::vector<token_id> seq;
-    std::vector<float> batched, single;
-    std::size_t v = 0;
+    const auto batched = detail::reference(source, o);
+    const std::span<const token_id> s(batched.seq);
+    std::vector<float> single;
     detail::with_fresh(source, [&](auto& m) {
-      seq = detail::sequence_for(o, m);
-      detail::check_inputs(o, m, seq);
-      v = m.vocab_size();
-      batched = detail::append(m, seq);
-    });
-    detail::with_fresh(source, [&](auto& m) {
-      for (std::size_t i = 0; i < seq.size(); ++i) {
-        const auto row = detail::append(m, std::span<const token_id>(seq).subspan(i, 1));
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        const auto row = detail::append(m, s.subspan(i, 1));
         single.insert(single.end(), row.begin(), row.end());
       }
     });
-    detail::comparer cmp(o.tolerance, v, r.max_abs_diff, "batched", "token-by-token");
-    cmp.rows(batched, single, seq, 0, "token-by-token append differs from one batched append");
+    detail::comparer cmp(o.tolerance, batched.vocab, r.max_abs_diff, "batched", "token-by-token");
+    cmp.rows(batched.logits, single, s, 0, "token-by-token append differs from one batched append");
   });
 }
 
@@ -294,13 +326,8 @@ template <class Source>
   requires detail::model_source<Source>
 check_result check_truncate_then_append(Source& source, const conformance_options& o = {}) {
   return detail::run_check("truncate_then_append", [&](check_result& r) {
-    std::vector<token_id> seq;
-    std::vector<float> ref;
-    detail::with_fresh(source, [&](auto& m) {
-      seq = detail::sequence_for(o, m);
-      detail::check_inputs(o, m, seq);
-      ref = detail::append(m, seq);
-    });
+    const auto ref = detail::reference(source, o);
+    const auto& seq = ref.seq;
     detail::with_fresh(source, [&](auto& m) {
       const std::size_t v = m.vocab_size(), h = seq.size() / 2;
       const std::span<const token_id> s(seq);
@@ -314,7 +341,7 @@ check_result check_truncate_then_append(Source& source, const conformance_option
                                         std::to_string(h) + ")");
       const auto got = detail::append(m, s.subspan(h));
       detail::comparer cmp(o.tolerance, v, r.max_abs_diff);
-      cmp.rows(std::span<const float>(ref).subspan(h * v), got, s.subspan(h), h,
+      cmp.rows(std::span<const float>(ref.logits).subspan(h * v), got, s.subspan(h), h,
                "after appending " + std::to_string(junk.size()) + " junk tokens and truncate(" +
                    std::to_string(h) + "), re-appending differs from a fresh context");
     });
@@ -328,8 +355,7 @@ template <class Source>
 check_result check_truncate_every_length(Source& source, const conformance_options& o = {}) {
   return detail::run_check("truncate_every_length", [&](check_result& r) {
     detail::with_fresh(source, [&](auto& m) {
-      const auto seq = detail::sequence_for(o, m);
-      detail::check_inputs(o, m, seq);
+      const auto seq = detail::checked_sequence(o, m);
       const std::span<const token_id> s(seq);
       const std::size_t v = m.vocab_size(), n = seq.size();
       const auto ref = detail::append(m, s);
@@ -354,8 +380,7 @@ template <class Source>
 check_result check_size_reporting(Source& source, const conformance_options& o = {}) {
   return detail::run_check("size_reporting", [&](check_result& r) {
     detail::with_fresh(source, [&](auto& m) {
-      const auto seq = detail::sequence_for(o, m);
-      detail::check_inputs(o, m, seq);
+      const auto seq = detail::checked_sequence(o, m);
       const std::span<const token_id> s(seq);
       const std::size_t v = m.vocab_size(), n = seq.size();
       detail::expect(v > 0, "vocab_size() is 0");
@@ -397,13 +422,8 @@ template <class Source>
   requires detail::model_source<Source>
 check_result check_rejects_bad_input(Source& source, const conformance_options& o = {}) {
   return detail::run_check("rejects_bad_input", [&](check_result& r) {
-    std::vector<token_id> seq;
-    std::vector<float> ref;
-    detail::with_fresh(source, [&](auto& m) {
-      seq = detail::sequence_for(o, m);
-      detail::check_inputs(o, m, seq);
-      ref = detail::append(m, seq);
-    });
+    const auto ref = detail::reference(source, o);
+    const auto& seq = ref.seq;
     detail::with_fresh(source, [&](auto& m) {
       const std::span<const token_id> s(seq);
       const std::size_t v = m.vocab_size(), h = seq.size() / 2;
@@ -423,20 +443,14 @@ check_result check_rejects_bad_input(Source& source, const conformance_options& 
       };
       for (const attempt& a : attempts) {
         std::vector<float> logits(a.logits_rows * v);
-        bool threw = false;
-        try {
-          m.append(a.tokens, std::span<float>(logits));
-        } catch (...) {
-          threw = true;
-        }
-        detail::expect(threw, "append of " + a.what + " at size " + std::to_string(h) +
-                                  " did not throw");
+        detail::expect_throws([&] { m.append(a.tokens, std::span<float>(logits)); },
+                              "append of " + a.what + " at size " + std::to_string(h));
         detail::expect(m.size() == h, "append of " + a.what + " threw but changed size() from " +
                                           std::to_string(h) + " to " + std::to_string(m.size()));
       }
       const auto got = detail::append(m, s.subspan(h));
       detail::comparer cmp(o.tolerance, v, r.max_abs_diff);
-      cmp.rows(std::span<const float>(ref).subspan(h * v), got, s.subspan(h), h,
+      cmp.rows(std::span<const float>(ref.logits).subspan(h * v), got, s.subspan(h), h,
                "after rejected appends, the logits differ from a clean run");
 
       const std::size_t cap = max_size_of(m);
@@ -452,14 +466,9 @@ check_result check_rejects_bad_input(Source& source, const conformance_options& 
         detail::append(m, std::span<const token_id>(fill).first(k));
       }
       const std::size_t before = m.size();
-      bool threw = false;
-      try {
-        detail::append(m, s.first(2));
-      } catch (...) {
-        threw = true;
-      }
-      detail::expect(threw, "appending 2 tokens at size " + std::to_string(before) +
-                                " with max_size() = " + std::to_string(cap) + " did not throw");
+      detail::expect_throws([&] { detail::append(m, s.first(2)); },
+                            "appending 2 tokens at size " + std::to_string(before) +
+                                " with max_size() = " + std::to_string(cap));
       detail::expect(m.size() == before, "the refused append past max_size() changed size() to " +
                                              std::to_string(m.size()));
       detail::append(m, s.first(1));  // exactly at capacity: must work
@@ -482,8 +491,7 @@ check_result check_tree_append(Source& source, const conformance_options& o = {}
     std::vector<float> tree_logits;
     std::size_t v = 0;
     detail::with_fresh(source, [&](auto& m) {
-      seq = detail::sequence_for(o, m);
-      detail::check_inputs(o, m, seq);
+      seq = detail::checked_sequence(o, m);
       tree = detail::tree_for(o, m, seq);
       v = m.vocab_size();
       detail::append(m, std::span<const token_id>(seq).first(tree.prefix));
@@ -527,8 +535,7 @@ check_result check_tree_commit(Source& source, const conformance_options& o = {}
     std::vector<token_id> seq;
     detail::tree_spec tree;
     detail::with_fresh(source, [&](auto& m) {
-      seq = detail::sequence_for(o, m);
-      detail::check_inputs(o, m, seq);
+      seq = detail::checked_sequence(o, m);
       tree = detail::tree_for(o, m, seq);
     });
     const std::span<const token_id> s(seq);
@@ -574,20 +581,13 @@ template <class Source>
 check_result check_tree_rejects_bad_input(Source& source, const conformance_options& o = {}) {
   return detail::run_check("tree_rejects_bad_input", [&](check_result& r) {
     detail::with_fresh(source, [&](auto& m) {
-      const auto seq = detail::sequence_for(o, m);
-      detail::check_inputs(o, m, seq);
+      const auto seq = detail::checked_sequence(o, m);
       const std::span<const token_id> s(seq);
       const std::size_t v = m.vocab_size(), h = 1;
       detail::append(m, s.first(h));
       std::vector<float> logits(3 * v);
       const auto rejects = [&](auto&& call, const std::string& what) {
-        bool threw = false;
-        try {
-          call();
-        } catch (...) {
-          threw = true;
-        }
-        detail::expect(threw, what + " did not throw");
+        detail::expect_throws(call, what);
         detail::expect(m.size() == h, what + " threw but changed size() from " +
                                           std::to_string(h) + " to " + std::to_string(m.size()));
       };
