@@ -2,11 +2,11 @@
 //
 // The file is read once into one float buffer; each weight matrix is then transposed in place to
 // column-major order, and `weights` exposes each tensor as an Eigen map into the buffer. Why
-// column-major: a batched product X * W^T (X: n x in, row-major) makes Eigen pack W as the
-// left-hand GEMM operand, a straight copy for a column-major W but a gather for llama2.c's
-// row-major one (measured: the gather was over half the cost of an n = 2 append); n = 1 becomes
-// a column-major GEMV. Weights are immutable after loading and meant to be shared through
-// std::shared_ptr<const weights> by every model that runs them (full model, layer-skip drafts).
+// column-major: a column-major W (out x in) is W^T stored row-major (in x out), so the model's
+// products X * W^T (X: n x in, row-major) stream W^T's rows in place, contiguous along the
+// outputs, for any n (model.hpp, detail::xwt). Weights are immutable after loading and meant to
+// be shared through std::shared_ptr<const weights> by every model that runs them (full model,
+// layer-skip drafts).
 #pragma once
 
 #include <bit>
@@ -75,7 +75,6 @@ class weights {
   weights& operator=(const weights&) = delete;
 
   const config& cfg() const noexcept { return config_; }
-  const std::filesystem::path& path() const noexcept { return path_; }
   /// vocab_size x dim
   const matrix_view& token_embedding() const noexcept { return *embedding_; }
   const layer_weights& layer(std::size_t l) const { return layers_.at(l); }
@@ -83,11 +82,8 @@ class weights {
   const vector_view& rms_final() const noexcept { return *rms_final_; }
   /// vocab_size x dim; the token embedding when the classifier is shared.
   const matrix_view& classifier() const noexcept { return *classifier_; }
-  /// Number of float parameters held (the unused freq_cis tables included).
-  std::size_t parameter_count() const noexcept { return data_.size(); }
 
  private:
-  std::filesystem::path path_;
   config config_;
   std::vector<float> data_;
   std::unique_ptr<matrix_view> embedding_;
@@ -125,7 +121,7 @@ inline std::uint64_t checked_add(const std::filesystem::path& path, std::uint64_
 
 }  // namespace detail
 
-inline weights::weights(const std::filesystem::path& path) : path_(path) {
+inline weights::weights(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) detail::checkpoint_error(path, "file not found");

@@ -202,6 +202,7 @@ class model {
   void ensure_cache_rows(std::size_t rows);
   void ensure_scratch(std::size_t n);
   void forward(std::span<const token_id> tokens, bool tree, std::span<float> logits);
+  // Rotates each head of row i by the angles of position positions_[i].
   void rope(Eigen::Ref<row_matrix> m, std::size_t heads) const;
   void rmsnorm(const Eigen::Ref<const row_matrix>& x, const vector_view& gain,
                Eigen::Ref<row_matrix> out) const;
@@ -214,11 +215,10 @@ class model {
   std::vector<std::int32_t> parents_;     // of the pending tree
   std::vector<std::size_t> positions_;    // per row of the current pass
   std::vector<unsigned char> allowed_;    // tree mask, n x n, row-major
-  std::vector<float> inv_freq_;           // RoPE: head_size / 2 frequencies
-  row_matrix rope_cos_, rope_sin_;        // RoPE: max_size x head_size / 2 angles
+  row_matrix rope_cos_, rope_sin_;        // RoPE: max_size x head_size / 2, per position
   std::vector<row_matrix> k_cache_, v_cache_;  // per layer: rows x kv_dim
   // Scratch, grown on demand; a pass of n tokens uses the top n rows.
-  row_matrix x_, xb_, q_, att_, h1_, h3_, scores_, cos_, sin_;
+  row_matrix x_, xb_, q_, att_, h1_, h3_, scores_;
 };
 
 /**
@@ -265,16 +265,16 @@ inline model::model(std::shared_ptr<const weights> w, model_options options) : w
   layers_ = options.layers == 0 ? c.n_layers : options.layers;
   max_size_ = options.max_context == 0 ? c.seq_len : options.max_context;
   const std::size_t hs = c.head_size();
-  inv_freq_.resize(hs / 2);
+  std::vector<float> inv_freq(hs / 2);
   for (std::size_t j = 0; j < hs / 2; ++j)  // run.c: 1 / 10000^(2j / head_size), in float
-    inv_freq_[j] = 1.0f / std::pow(10000.0f, static_cast<float>(2 * j) / static_cast<float>(hs));
+    inv_freq[j] = 1.0f / std::pow(10000.0f, static_cast<float>(2 * j) / static_cast<float>(hs));
   // RoPE angles of every position the model accepts, computed once (as forward used to per call).
   const auto half = static_cast<Eigen::Index>(hs / 2);
   rope_cos_.resize(static_cast<Eigen::Index>(max_size_), half);
   rope_sin_.resize(static_cast<Eigen::Index>(max_size_), half);
   for (std::size_t pos = 0; pos < max_size_; ++pos)
     for (std::size_t j = 0; j < hs / 2; ++j) {
-      const float angle = static_cast<float>(pos) * inv_freq_[j];
+      const float angle = static_cast<float>(pos) * inv_freq[j];
       rope_cos_(static_cast<Eigen::Index>(pos), static_cast<Eigen::Index>(j)) = std::cos(angle);
       rope_sin_(static_cast<Eigen::Index>(pos), static_cast<Eigen::Index>(j)) = std::sin(angle);
     }
@@ -431,8 +431,6 @@ inline void model::ensure_scratch(std::size_t n) {
   h1_.resize(rows, hid);
   h3_.resize(rows, hid);
   scores_.resize(rows, k_cache_.empty() ? 0 : k_cache_[0].rows());
-  cos_.resize(rows, static_cast<Eigen::Index>(c.head_size() / 2));
-  sin_.resize(rows, static_cast<Eigen::Index>(c.head_size() / 2));
 }
 
 inline void model::rmsnorm(const Eigen::Ref<const row_matrix>& x, const vector_view& gain,
@@ -448,8 +446,9 @@ inline void model::rope(Eigen::Ref<row_matrix> m, std::size_t heads) const {
   const std::size_t hs = cfg().head_size();
   for (Eigen::Index i = 0; i < m.rows(); ++i) {
     float* row = m.row(i).data();
-    const float* c = cos_.row(i).data();
-    const float* s = sin_.row(i).data();
+    const auto pos = static_cast<Eigen::Index>(positions_[static_cast<std::size_t>(i)]);
+    const float* c = rope_cos_.row(pos).data();
+    const float* s = rope_sin_.row(pos).data();
     for (std::size_t h = 0; h < heads; ++h) {
       float* v = row + h * hs;
       for (std::size_t j = 0; j < hs / 2; ++j) {
@@ -480,12 +479,8 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
   auto att = att_.topRows(N);
   auto h1 = h1_.topRows(N);
   auto h3 = h3_.topRows(N);
-  for (Eigen::Index i = 0; i < N; ++i) {
+  for (Eigen::Index i = 0; i < N; ++i)
     x.row(i) = w_->token_embedding().row(tokens[static_cast<std::size_t>(i)]);
-    const auto pos = static_cast<Eigen::Index>(positions_[static_cast<std::size_t>(i)]);
-    cos_.row(i) = rope_cos_.row(pos);
-    sin_.row(i) = rope_sin_.row(pos);
-  }
 
   for (std::size_t l = 0; l < layers_; ++l) {
     const layer_weights& lw = w_->layer(l);

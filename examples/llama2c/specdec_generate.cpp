@@ -5,11 +5,17 @@
 // prompt lookup), streaming output, and the decoder's statistics.
 //
 //   specdec-generate --prompt "I dreamed" -n 64 --draft layers:2 -k 4 --temperature 0
+//
+// Exit status: 0 on success; 2 for a bad flag or value (checked before anything is loaded);
+// 1 when a file cannot be read or the model or decoder refuses a value.
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -35,7 +41,9 @@ struct cli {
   std::string prompt = "I dreamed";
   std::size_t steps = 64;
   specdec::sampling_params sampling{.temperature = 0.0f};
-  std::string draft = "layers:3";
+  std::string draft = "layers:3";  // none | ngram | layers:L | model:PATH, checked by parse()
+  std::size_t draft_layers = 0;     // L of layers:L
+  std::string draft_model;          // PATH of model:PATH
   std::size_t k = 4;
   std::size_t ngram_min = 2, ngram_max = 4;
   std::size_t ngram_candidates = 1;
@@ -47,7 +55,8 @@ struct cli {
 const char* const usage =
     "usage: specdec-generate [options]\n"
     "  --model PATH         llama2.c checkpoint (default: " SPECDEC_MODELS_DIR "/aidreams260K.bin)\n"
-    "  --tokenizer PATH     its tokenizer.bin (default: aidreams260K.tok512.bin beside it)\n"
+    "  --tokenizer PATH     its tokenizer (default: aidreams260K.tok512.bin for the default\n"
+    "                       model, tokenizer.bin beside any other --model)\n"
     "  --prompt TEXT        prompt (default: \"I dreamed\")\n"
     "  -n N                 new tokens to generate (default 64)\n"
     "  --temperature T      0 = greedy (default 0)\n"
@@ -62,7 +71,9 @@ const char* const usage =
     "  --ngram-candidates N verify up to N n-gram continuations at once, as a trie (default 1)\n"
     "  --tree SHAPE         multi-candidate drafting: a token tree k1xk2x..., e.g. 4x2x2\n"
     "  --replacement R      with | without: how a sampled tree draws candidates (default with)\n"
-    "  --quiet              print only the statistics\n";
+    "  --quiet              print only the statistics\n"
+    "exit status: 0 done; 2 bad flag or value; 1 a file cannot be read or the model or decoder\n"
+    "refuses a value (e.g. layers:L above the model's layer count, a prompt past its context)\n";
 
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "specdec-generate: %s\n%s", message.c_str(), usage);
@@ -91,6 +102,12 @@ cli parse(int argc, char** argv) {
       c.quiet = true;
       continue;
     }
+    constexpr std::string_view with_value[] = {
+        "--model", "--tokenizer", "--prompt", "-n", "--temperature", "--top-p", "--top-k",
+        "--min-p", "--seed", "--draft", "-k", "--ngram-min", "--ngram-max", "--ngram-candidates",
+        "--tree", "--replacement"};
+    if (std::find(std::begin(with_value), std::end(with_value), flag) == std::end(with_value))
+      fail("unknown option " + std::string(flag));
     if (i + 1 >= argc) fail(std::string(flag) + ": missing value");
     const std::string_view value = argv[++i];
     if (flag == "--model") c.model = value;
@@ -118,19 +135,30 @@ cli parse(int argc, char** argv) {
       else if (value == "without") c.draw = specdec::candidate_draw::without_replacement;
       else fail("--replacement: '" + std::string(value) + "' is not with or without");
     }
-    else fail("unknown option " + std::string(flag));
   }
   if (!tokenizer_given && c.model != cli{}.model) {
     // A custom checkpoint: look for tokenizer.bin beside it.
     c.tokenizer = (std::filesystem::path(c.model).parent_path() / "tokenizer.bin").string();
   }
   if (c.steps == 0) fail("-n: must be >= 1");
+  if (c.draft.starts_with("layers:")) {
+    c.draft_layers = number<std::size_t>("--draft layers", std::string_view(c.draft).substr(7));
+    if (c.draft_layers == 0) fail("--draft layers:L: L must be >= 1");
+  } else if (c.draft.starts_with("model:")) {
+    c.draft_model = c.draft.substr(6);
+    if (c.draft_model.empty()) fail("--draft model:PATH: the path is empty");
+  } else if (c.draft != "none" && c.draft != "ngram") {
+    fail("--draft: '" + c.draft + "' is not none, layers:L, model:PATH or ngram");
+  }
   if (c.ngram_candidates == 0) fail("--ngram-candidates: must be >= 1");
   if (c.ngram_candidates > 1) {
+    if (c.draft != "ngram") fail("--ngram-candidates: needs --draft ngram");
     if (!c.tree.empty()) fail("--ngram-candidates and --tree: give one of them");
     c.tree.assign(std::max<std::size_t>(c.k, 1), 1);  // N candidates of up to k tokens
     c.tree[0] = c.ngram_candidates;
   }
+  if (c.draft == "none" && !c.tree.empty())
+    fail("--tree: needs a drafter (--draft layers:L, model:PATH or ngram)");
   try {
     c.sampling.validate();
   } catch (const std::invalid_argument& e) {
@@ -170,16 +198,14 @@ int run(const cli& c, l2::model& target, Drafter& drafter, const l2::tokenizer& 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const cli c = parse(argc, argv);
+  const cli c = parse(argc, argv);  // exits with 2 on a bad flag or value
   try {
     l2::model target(c.model);
     const l2::tokenizer tok(c.tokenizer, target.vocab_size());
     std::printf("model %s: dim %zu, %zu layers, vocab %zu, context %zu; draft %s, K = %zu\n\n",
                 c.model.c_str(), target.cfg().dim, target.cfg().n_layers, target.vocab_size(),
                 target.max_size(), c.draft.c_str(), c.k);
-    if (c.ngram_candidates > 1 && c.draft != "ngram") fail("--ngram-candidates: needs --draft ngram");
     if (c.draft == "none") {
-      if (!c.tree.empty()) fail("--tree: needs a drafter (--draft layers:L, model:PATH or ngram)");
       specdec::no_drafter none;
       return run(c, target, none, tok);
     }
@@ -188,17 +214,14 @@ int main(int argc, char** argv) {
                                      .max_draft = std::max<std::size_t>(c.k, 1)});
       return run(c, target, lookup, tok);
     }
-    if (c.draft.starts_with("layers:")) {
-      l2::layer_skip_draft draft_model(target, number<std::size_t>("--draft layers", c.draft.substr(7)));
+    if (c.draft_layers > 0) {
+      l2::layer_skip_draft draft_model(target, c.draft_layers);
       specdec::model_drafter drafter(draft_model);
       return run(c, target, drafter, tok);
     }
-    if (c.draft.starts_with("model:")) {
-      l2::model draft_model(c.draft.substr(6));
-      specdec::model_drafter drafter(draft_model);
-      return run(c, target, drafter, tok);
-    }
-    fail("--draft: '" + c.draft + "' is not none, layers:L, model:PATH or ngram");
+    l2::model draft_model(c.draft_model);  // parse() admits nothing else
+    specdec::model_drafter drafter(draft_model);
+    return run(c, target, drafter, tok);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "specdec-generate: %s\n", e.what());
     return 1;

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
 #include <span>
@@ -39,13 +40,11 @@ class tokenizer {
   explicit tokenizer(const std::filesystem::path& path, std::size_t vocab_size = 0);
 
   std::size_t vocab_size() const noexcept { return pieces_.size(); }
-  std::size_t max_token_length() const noexcept { return max_token_length_; }
   /// The raw piece of `id` (e.g. " I", "<0x0A>"). Throws std::out_of_range for a bad id.
   const std::string& piece(token_id id) const { return pieces_.at(check(id, "piece")); }
-  float score(token_id id) const { return scores_.at(check(id, "score")); }
-  /// The id of an exact piece, or -1.
+  /// The id of an exact piece, or -1. Does not allocate.
   token_id find(std::string_view piece) const {
-    const auto it = ids_.find(std::string(piece));
+    const auto it = ids_.find(piece);
     return it == ids_.end() ? -1 : it->second;
   }
 
@@ -75,11 +74,19 @@ class tokenizer {
     return static_cast<std::size_t>(id);
   }
 
+  // Hashes std::string and std::string_view alike, so find() looks up a view without a copy.
+  struct piece_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
   std::vector<int> byte_value_;  // 0..255 for a <0xNN> piece, else -1
-  std::unordered_map<std::string, token_id> ids_;
-  std::size_t max_token_length_ = 0;
+  std::unordered_map<std::string, token_id, piece_hash, std::equal_to<>> ids_;
+  std::size_t max_token_length_ = 0;  // from the header; sizes encode()'s buffer
 };
 
 inline tokenizer::tokenizer(const std::filesystem::path& path, std::size_t vocab_size) {
