@@ -50,7 +50,7 @@ TEST_CASE("tree_fallback: path-by-path evaluation equals tree attention") {
     CHECK(plain.size() == 3);
     CHECK(tree_model.tree_calls() == 1);
     CHECK(plain.append_calls() == 1 + tree.leaves().size());
-    // Consecutive leaves share their common prefix: every node is fed exactly once.
+    // Depth first, each leaf's path shares its prefix with the last: every node fed once.
     CHECK(plain.appended_tokens() == 3 + tree.size());
     // Commit the path to the last leaf on both: the contexts agree and so does the next row.
     const auto path = tree.path_to(tree.size() - 1);
@@ -87,6 +87,13 @@ TEST_CASE("tree_fallback: rows match a model fed each path from scratch") {
     fresh.append(seq, all);
     for (std::size_t t = 0; t < 6; ++t) CHECK(rows[node * 6 + t] == all[(seq.size() - 1) * 6 + t]);
   }
+  // Leaves at different depths, where breadth-first leaf order would feed node 1 twice.
+  const auto uneven = token_tree::from_candidates(1, std::vector<std::vector<token_id>>{{1, 2}, {3, 4}, {1, 5, 0}});
+  std::vector<float> uneven_rows(uneven.size() * 6);
+  const std::size_t fed = m.appended_tokens();
+  specdec::evaluate_tree(m, uneven, uneven_rows);
+  CHECK(m.appended_tokens() - fed == uneven.size());
+  CHECK(m.size() == 2);
   SECTION("an empty path commits nothing") {
     specdec::commit_tree_path(m, tree, ids{});
     CHECK(m.size() == 2);

@@ -22,7 +22,7 @@ struct tree_eval_workspace {
   std::vector<token_id> tokens;
   std::vector<float> logits;
   std::vector<std::int32_t> path;
-  std::vector<std::int32_t> previous_path;
+  std::vector<std::int32_t> stack;
 };
 
 namespace detail {
@@ -54,15 +54,14 @@ inline void check_commit_path(const token_tree& tree, std::span<const std::int32
 }  // namespace detail
 
 /**
- * Evaluates `tree` on a model that only has append/truncate. Leaves are visited in node order;
- * for each, the model is truncated to the part of the previous leaf's path that this one shares
- * (a node's logits depend only on the context and its ancestors, so their rows are already
- * written) and only the rest of the path is appended. Correct for any model honouring the
+ * Evaluates `tree` on a model that only has append/truncate. The tree is walked depth first;
+ * at each leaf the model is truncated to the part of the current root-to-leaf path it already
+ * holds and the rest of the path is appended (a node's logits depend only on the context and
+ * its ancestors, so rows already written stay valid). Correct for any model honouring the
  * LanguageModel contract (append after truncate equals a fresh context). Cost: one append call
- * per leaf, of about tree.size() tokens in all for a breadth-first tree (each node fed once or,
- * where consecutive leaves diverge high up, again). Afterwards the context is unchanged (the
- * tree is "pending" as with append_tree); on an exception it is truncated back to where it was.
- * `logits.size()` must be tree.size() * V.
+ * per leaf and every node fed exactly once, tree.size() tokens in all. Afterwards the context is
+ * unchanged (the tree is "pending" as with append_tree); on an exception it is truncated back to
+ * where it was. `logits.size()` must be tree.size() * V.
  */
 template <LanguageModel M>
 void evaluate_tree_by_paths(M& model, const token_tree& tree, std::span<float> logits,
@@ -70,29 +69,34 @@ void evaluate_tree_by_paths(M& model, const token_tree& tree, std::span<float> l
   const std::size_t v = static_cast<std::size_t>(model.vocab_size());
   detail::check_tree_logits(tree, v, logits.size(), "evaluate_tree_by_paths");
   const std::size_t base = static_cast<std::size_t>(model.size());
-  std::vector<std::int32_t>& previous = ws.previous_path;
-  previous.clear();
+  std::vector<std::int32_t>& path = ws.path;  // the current root-to-node path
+  std::vector<std::int32_t>& pending = ws.stack;
+  path.clear();
+  pending.assign(1, 0);
+  std::size_t held = 0;  // leading entries of `path` the model holds after `base`
   try {
-    for (std::size_t leaf = 0; leaf < tree.size(); ++leaf) {
-      if (!tree.is_leaf(leaf)) continue;
-      tree.path_to(leaf, ws.path);
-      std::size_t shared = 0;
-      while (shared < previous.size() && shared < ws.path.size() &&
-             previous[shared] == ws.path[shared])
-        ++shared;
-      if (shared == ws.path.size()) continue;  // cannot happen for a leaf; kept for safety
-      model.truncate(base + shared);
-      const std::size_t n = ws.path.size() - shared;
+    while (!pending.empty()) {
+      const auto node = static_cast<std::size_t>(pending.back());
+      pending.pop_back();
+      const auto depth = static_cast<std::size_t>(tree.depth(node));
+      path.resize(depth);
+      path.push_back(static_cast<std::int32_t>(node));
+      held = std::min(held, depth);
+      const auto kids = tree.children(node);
+      for (std::int32_t c = kids.last; c-- > kids.first;) pending.push_back(c);  // visit in order
+      if (!kids.empty()) continue;
+      model.truncate(base + held);
+      const std::size_t n = path.size() - held;
       ws.tokens.resize(n);
       for (std::size_t k = 0; k < n; ++k)
-        ws.tokens[k] = tree.token(static_cast<std::size_t>(ws.path[shared + k]));
+        ws.tokens[k] = tree.token(static_cast<std::size_t>(path[held + k]));
       ws.logits.resize(n * v);
       model.append(std::span<const token_id>(ws.tokens), std::span<float>(ws.logits));
       for (std::size_t k = 0; k < n; ++k)
         std::copy_n(ws.logits.begin() + static_cast<std::ptrdiff_t>(k * v), v,
                     logits.begin() + static_cast<std::ptrdiff_t>(
-                                         static_cast<std::size_t>(ws.path[shared + k]) * v));
-      previous.assign(ws.path.begin(), ws.path.end());
+                                         static_cast<std::size_t>(path[held + k]) * v));
+      held = path.size();
     }
     model.truncate(base);
   } catch (...) {
