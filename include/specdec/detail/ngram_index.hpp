@@ -87,7 +87,6 @@ class ngram_index {
   static constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
 
   ngram_index() = default;
-  ngram_index(std::size_t min_m, std::size_t max_m) { configure(min_m, max_m); }
 
   void configure(std::size_t min_m, std::size_t max_m) {
     min_m_ = min_m;
@@ -104,6 +103,7 @@ class ngram_index {
     tokens_.clear();
     prev_.clear();
     prompt_head_.clear();
+    prompt_count_ = 0;  // prompt_head_ is empty: no position may be recorded in it
     for (auto& t : tables_) t.clear();
     std::fill(last_ids_.begin(), last_ids_.end(), none);
   }
@@ -138,9 +138,6 @@ class ngram_index {
     if (id == none || id >= prompt_count_) return none;
     return prompt_head_[static_cast<std::size_t>(id) * levels_ + (m - min_m_)];
   }
-
-  /// Appends one token and indexes the n-grams of lengths 1..max_m that end at it.
-  void push(token_id t) { push(std::span<const token_id>(&t, 1)); }
 
   /// Appends tokens and indexes them; the table slots of token i + 1 are prefetched while token i
   /// is resolved, so cache misses of consecutive tokens overlap.

@@ -45,7 +45,7 @@ enum class ngram_search_policy {
  * Defaults: n-grams of 4 down to 2 tokens and drafts of at most 8 tokens. A 1-token suffix
  * matches on almost every step (nearly every token has occurred before), so min_ngram = 1 mostly
  * adds drafts the target rejects: in the byte-level edit replays of docs/ngram.md it raises
- * tokens per step by < 0.1%. Longer suffixes pick better occurrences when tokens are short
+ * tokens per step by at most 0.11%. Longer suffixes pick better occurrences when tokens are short
  * (bytes: 2..8 gives ~20% more tokens per step than 2..4), but each extra length costs one more
  * table probe per appended token and 4 bytes per token; with subword tokens of 3-4 bytes, 4
  * tokens already span 12-16 bytes. K = 8 keeps the verification batch small; edits that copy
@@ -103,8 +103,10 @@ struct ngram_options {
  * sequence and the index is rebuilt; a caller that rewrites tokens in the middle must call reset().
  *
  * Cost: index update O(max_ngram) expected, amortised, per appended token; propose
- * O(max_ngram + K); memory O(context * max_ngram) (about 4 * (max_ngram - min_ngram + 2) bytes
- * per token plus up to max_ngram 16-byte table slots per distinct n-gram at load <= 1/2).
+ * O(max_ngram + K); memory O(context * max_ngram): about 4 * (max_ngram - min_ngram + 2) bytes
+ * per token, plus one 16-byte table slot per distinct m-gram for every m in 1..max_ngram (about
+ * twice that at load <= 1/2), plus 4 * (max_ngram - min_ngram + 1) bytes per prompt token under
+ * prompt_only.
  * Not thread-safe: one drafter per sequence; distinct drafters are independent. Contexts are
  * limited to 2^32 - 2 tokens (std::length_error beyond).
  */
@@ -263,7 +265,11 @@ class ngram_drafter {
     index_.clear();
     synced_ = false;
     if (!prompt_explicit_) prompt_length_ = history.size();
-    const std::size_t prompt_count = prompt_length_ > 0 ? prompt_length_ - 1 : 0;
+    // The per-prompt-position table is read only by prompt_only search: don't build it otherwise.
+    const std::size_t prompt_count =
+        options_.search == ngram_search_policy::prompt_only && prompt_length_ > 0
+            ? prompt_length_ - 1
+            : 0;
     index_.set_prompt_count(static_cast<std::uint32_t>(std::min<std::size_t>(prompt_count, none)));
     index_.push(history);
     synced_ = true;
