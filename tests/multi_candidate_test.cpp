@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "support/chi_square.hpp"
+#include "support/exact_joint.hpp"
 #include "support/table_model.hpp"
 
 using specdec::candidate_draw;
@@ -22,41 +24,15 @@ using specdec::token_tree;
 
 namespace {
 
-// Upper critical value of the chi-square distribution with `df` degrees of freedom at
-// significance 1e-4: exact table for small df, Wilson-Hilferty beyond (accurate to < 1%).
-double chi2_critical_1e4(std::size_t df) {
-  static constexpr double table[] = {0.0,    15.137, 18.421, 21.108, 23.513, 25.745,
-                                     27.856, 29.878, 31.828, 33.720, 35.564};
-  if (df < std::size(table)) return table[df];
-  const double d = static_cast<double>(df), z = 3.7190;  // upper 1e-4 normal quantile
-  const double a = 2.0 / (9.0 * d);
-  return d * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
-}
-
-// Pearson's goodness-of-fit check of `counts` against `probs`. A count on a zero-probability cell
-// fails outright. Reports the statistic in the Catch2 log.
+// Pearson's goodness-of-fit check of `counts` against `probs` (tests/support/chi_square.hpp; a
+// count on a zero-probability cell fails outright), labelled in the Catch2 log.
 void check_fits(const std::vector<std::size_t>& counts, const std::vector<double>& probs,
                 const std::string& label) {
   INFO(label);
   REQUIRE(counts.size() == probs.size());
-  const double n = static_cast<double>(std::accumulate(counts.begin(), counts.end(), std::size_t{0}));
-  double stat = 0.0;
-  std::size_t cells = 0;
-  for (std::size_t i = 0; i < counts.size(); ++i) {
-    if (probs[i] <= 0.0) {
-      INFO("cell " << i << " has probability 0");
-      CHECK(counts[i] == 0);
-      continue;
-    }
-    ++cells;
-    const double e = n * probs[i];
-    const double d = static_cast<double>(counts[i]) - e;
-    stat += d * d / e;
-  }
-  if (cells <= 1) return;
-  const double crit = chi2_critical_1e4(cells - 1);
-  INFO("chi2 = " << stat << ", df = " << cells - 1 << ", critical(1e-4) = " << crit);
-  CHECK(stat < crit);
+  const auto r = specdec::test::chi_square(counts, probs);
+  INFO(r.describe());
+  CHECK(r.pass());
 }
 
 std::vector<float> to_float(const std::vector<double>& x) { return {x.begin(), x.end()}; }
@@ -292,13 +268,8 @@ TEST_CASE("multi_candidate: deterministic top-k is not a sample without replacem
     const auto out = run_node(p, {}, 2, candidate_draw::deterministic, top2, 200'000, 7);
     check_fits(out.counts, p, "library, deterministic top-2");
     // The naive law would be rejected by the same test at this sample size.
-    std::vector<std::size_t> naive_counts{150'000, 0, 50'000};
-    double stat = 0.0;
-    for (std::size_t i = 0; i < 3; ++i) {
-      const double e = 200'000 * p[i];
-      stat += (static_cast<double>(naive_counts[i]) - e) * (static_cast<double>(naive_counts[i]) - e) / e;
-    }
-    CHECK(stat > chi2_critical_1e4(2));
+    const std::vector<std::size_t> naive_counts{150'000, 0, 50'000};
+    CHECK_FALSE(specdec::test::chi_square(naive_counts, p).pass());
   }
 }
 
@@ -433,22 +404,10 @@ std::vector<std::size_t> run_tree_pairs(candidate_draw draw, std::size_t trials,
   return counts;
 }
 
+// The exact joint law of the first two tokens after {1, 3} (temperature 1).
 std::vector<double> target_pairs() {
-  const std::size_t v = 5;
-  const specdec::test::table_model target({.vocab_size = v, .seed = 11});
-  std::vector<float> logits(v), p1(v), p2(v);
-  std::vector<token_id> ctx{1, 3};
-  target.next_logits(ctx, logits);
-  specdec::softmax(logits, p1);
-  std::vector<double> joint(v * v);
-  for (std::size_t a = 0; a < v; ++a) {
-    auto c = ctx;
-    c.push_back(static_cast<token_id>(a));
-    target.next_logits(c, logits);
-    specdec::softmax(logits, p2);
-    for (std::size_t b = 0; b < v; ++b) joint[a * v + b] = static_cast<double>(p1[a]) * p2[b];
-  }
-  return joint;
+  const specdec::test::table_model target({.vocab_size = 5, .seed = 11});
+  return specdec::test::exact_joint(target, {1, 3}, 2, specdec::sampling_params{});
 }
 }  // namespace
 
