@@ -25,11 +25,14 @@ inline Eigen::Map<Eigen::ArrayXf> as_array(std::span<float> x) {
 // last few elements with the same packet functions on a broadcast value, so the same value
 // gives the same result at every position (ties stay ties) and every call sums in the same order.
 namespace ei = Eigen::internal;
-// Row kernels are kept out of line: they are O(V) anyway, and inlined into a caller with a tiny
-// constant row GCC warns about the packet loads of loops that cannot run.
-// GCC 12 also flags the AVX-512 intrinsics inside Eigen's pexp (maybe-uninitialized): silenced
-// for these kernels only.
-#if defined(__GNUC__)
+// Row kernels are kept out of line and out of interprocedural specialisation (GCC: noipa, which
+// also stops constant-propagated clones): they are O(V) anyway, and specialised for a caller's
+// tiny constant row GCC warns about loops that cannot run (-Warray-bounds,
+// -Waggressive-loop-optimizations). GCC 12 also flags the AVX-512 intrinsics inside Eigen's pexp
+// (maybe-uninitialized): silenced for these kernels only.
+#if defined(__GNUC__) && !defined(__clang__)
+#define SPECDEC_ROW_KERNEL [[gnu::noipa]] inline
+#elif defined(__clang__)
 #define SPECDEC_ROW_KERNEL [[gnu::noinline]] inline
 #else
 #define SPECDEC_ROW_KERNEL inline
