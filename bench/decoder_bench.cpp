@@ -8,41 +8,37 @@
 //                               top token holds all the mass up to rounding, so p(x) = 1 and each
 //                               draw accepts; the passes cost the same whatever the values).
 //
-// Counters, all per generated token and CPU time of the benchmark thread:
-//   total_us   generate() (the reported time is the same, per call)
-//   model_us   the model's append/truncate calls alone
-//   verify_us  the verifier calls alone
-//   overhead_us = total_us - model_us - verify_us: drafting, feeding, committing, statistics.
-// model_us and verify_us come from a replay of the same calls, in the same order, on the same
-// rows (append, then verify what it wrote), timed call by call; it runs right after each
-// generate(), so both see the same state of the shared machine.
+// Counters, all per generated token, all wall time (steady_clock) of the same generate() calls:
+//   total_us   the whole generate() call, timed around it
+//   model_us   the model's append calls: decode_stats::target_seconds of those very calls
+//   verify_us  the verifier calls: decode_stats::verify_seconds of those very calls
+//   overhead_us = total_us - model_us - verify_us: drafting, feeding, committing, statistics
+//              (including the decoder's own clock reads), setup of the run.
+// The reported time is the benchmark's default, CPU time of the thread per generate() call.
+//
+//   cmake --preset bench && cmake --build --preset bench --target decoder_bench
+//   build/bench/bench/decoder_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
-#include <cmath>
+#include <algorithm>
 #include <cstddef>
-#include <cstdint>
 #include <cstring>
 #include <random>
 #include <span>
 #include <stdexcept>
 #include <vector>
 
-#include <time.h>
-
 #include <specdec/decoder.hpp>
+
+#include "bench/support/timing.hpp"
 
 namespace {
 
+namespace sb = specdec::bench;
 using specdec::token_id;
 constexpr std::size_t vocab = 32000;
 constexpr std::size_t table_rows = 64;
 constexpr std::size_t new_tokens = 512;
-
-double thread_cpu_s() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 // Row r of the table: the logits after a context of r (mod table_rows) tokens. `next[r]` is its
 // argmax, the token the drafter proposes at that position.
@@ -122,58 +118,19 @@ void BM_DecoderOverhead(benchmark::State& state) {
   options.sampling.temperature = greedy ? 0.0f : 1.0f;
   const std::vector<token_id> prompt{table.next[0]};
 
-  // The replay: the same model calls and verifier calls generate() makes, in the same order (every
-  // step keeps k + 1 tokens; the last step is shortened by max_new_tokens), each timed on its own.
-  std::vector<float> logits;
-  std::vector<token_id> feed;
-  specdec::rejection_workspace ws;
-  specdec::rng gen;
-  table_lm replay_model(table);
-  double model_s = 0.0, verify_s = 0.0;
-  auto replay = [&] {
-    std::size_t h = 1;
-    replay_model.truncate(0);
-    while (h - 1 < new_tokens) {
-      const std::size_t n = std::min(k, new_tokens - (h - 1) - 1);
-      feed.assign(1, prompt[0]);
-      for (std::size_t j = 0; j < n; ++j) feed.push_back(table.next[(h + j) % table_rows]);
-      logits.resize((n + 1) * vocab);
-      const double t0 = thread_cpu_s();
-      replay_model.append(feed, logits);
-      replay_model.truncate(h + n);
-      const double t1 = thread_cpu_s();
-      const specdec::logits_view rows(logits.data(), static_cast<Eigen::Index>(n + 1),
-                                      static_cast<Eigen::Index>(vocab));
-      const std::span<const token_id> drafts(feed.data() + 1, n);
-      const specdec::logits_view no_q(nullptr, 0, static_cast<Eigen::Index>(vocab));
-      const auto res = greedy ? specdec::verify_greedy(rows, drafts)
-                              : specdec::verify_rejection(rows, drafts, no_q, options.sampling,
-                                                          gen, ws);
-      benchmark::DoNotOptimize(res);
-      const double t2 = thread_cpu_s();
-      if (res.accepted != n) throw std::logic_error("replay: a draft was rejected");
-      model_s += t1 - t0;
-      verify_s += t2 - t1;
-      h += n + 1;
-    }
-  };
-
-  double total_s = 0.0;
+  double total_s = 0.0, model_s = 0.0, verify_s = 0.0;
   std::size_t tokens = 0;
   for (auto _ : state) {
-    const double t0 = thread_cpu_s();
-    const auto result = decoder.generate(prompt, options);
-    const double t1 = thread_cpu_s();
+    specdec::generate_result result;
+    total_s += sb::time_call<sb::wall_clock>([&] { result = decoder.generate(prompt, options); });
     benchmark::DoNotOptimize(result.tokens.data());
     if (result.tokens.size() != new_tokens ||
         result.stats.accepted_tokens != result.stats.drafted_tokens) {
       state.SkipWithError("a draft was rejected: the table is not deterministic");
       return;
     }
-    state.PauseTiming();
-    replay();
-    state.ResumeTiming();
-    total_s += t1 - t0;
+    model_s += result.stats.target_seconds;
+    verify_s += result.stats.verify_seconds;
     tokens += result.tokens.size();
   }
   const auto per_token = [&](double s) { return 1e6 * s / static_cast<double>(tokens); };

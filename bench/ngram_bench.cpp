@@ -4,7 +4,6 @@
 //   BM_ngram_step/<context>        incremental drafter; counters: rescan_ns (the naive step cost,
 //                                  measured in this benchmark before the timed loop), ratio
 //                                  (rescan / incremental per step), tokens_per_step.
-//   BM_naive_rescan_step/<context> the reference on its own: rescans the whole context each step.
 //
 // The stream: vocabulary 32000, skewed fresh tokens, and copies of earlier spans (8..64 tokens,
 // half from the last 4096 tokens, half from anywhere), so that about half the tokens repeat text.
@@ -12,6 +11,12 @@
 // Each step proposes K = 8 tokens at the current position, accepts the prefix that matches the
 // stream plus one token, and appends those. The context stays within [N, N + N/8 + 9): the timed
 // drafter is re-copied from one built at N (timing paused) when it has grown by N/8.
+// The naive rescan is this file's own (most-recent rule, the scan stops at the first match: the
+// fastest naive rescan); tests/support/naive_prompt_lookup.hpp is the full reference the replay
+// benchmark and the tests compare proposals with.
+//
+//   cmake --preset bench && cmake --build --preset bench --target ngram_bench
+//   build/bench/bench/ngram_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -21,13 +26,14 @@
 #include <span>
 #include <vector>
 
-#include <time.h>
-
 #include <specdec/draft/ngram_drafter.hpp>
+
+#include "bench/support/timing.hpp"
 
 namespace {
 
 using specdec::token_id;
+using thread_cpu = specdec::bench::thread_cpu_clock;  // the machine is shared: wall time is noisy
 constexpr std::size_t k_draft = 8;
 
 struct splitmix {
@@ -89,25 +95,18 @@ std::size_t committed(const std::vector<token_id>& s, std::size_t pos,
   return std::min(a + 1, s.size() - pos);
 }
 
-// CPU time of this thread: the machine is shared, so wall time is noisy.
-double thread_cpu_s() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
 // Runs steps of the naive rule from context n until `budget` has elapsed; returns ns per step.
 double naive_ns_per_step(const std::vector<token_id>& s, std::size_t n, double budget_s) {
   std::vector<token_id> out;
   std::size_t pos = n, steps = 0;
-  const double start = thread_cpu_s();
+  const double start = thread_cpu::now();
   double elapsed = 0;
   while (steps < 3 || elapsed < budget_s) {
     naive_propose(std::span(s).first(pos), k_draft, out);
     pos += committed(s, pos, out);
     if (pos + k_draft + 1 >= s.size()) pos = n;
     ++steps;
-    elapsed = thread_cpu_s() - start;
+    elapsed = thread_cpu::now() - start;
   }
   return elapsed * 1e9 / static_cast<double>(steps);
 }
@@ -124,7 +123,7 @@ void BM_ngram_step(benchmark::State& state) {
   std::vector<token_id> out;
   std::size_t pos = n, steps = 0, tokens = 0;
   double paused_s = 0;
-  const double start = thread_cpu_s();
+  const double start = thread_cpu::now();
   for (auto _ : state) {
     work.propose_into(std::span(s).first(pos), k_draft, out);
     const std::size_t c = committed(s, pos, out);
@@ -134,34 +133,21 @@ void BM_ngram_step(benchmark::State& state) {
     ++steps;
     if (pos >= n + n / 8) {
       state.PauseTiming();
-      const double pause = thread_cpu_s();
+      const double pause = thread_cpu::now();
       work = base;
       pos = n;
-      paused_s += thread_cpu_s() - pause;
+      paused_s += thread_cpu::now() - pause;
       state.ResumeTiming();
     }
   }
-  const double loop_s = thread_cpu_s() - start - paused_s;
+  const double loop_s = thread_cpu::now() - start - paused_s;
   state.counters["rescan_ns"] = rescan_ns;
   state.counters["ratio"] = rescan_ns / (loop_s * 1e9 / static_cast<double>(steps));
   state.counters["tokens_per_step"] = static_cast<double>(tokens) / static_cast<double>(steps);
 }
 
-void BM_naive_rescan_step(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const auto& s = stream(n + n / 8 + 2 * k_draft + 2);
-  std::vector<token_id> out;
-  std::size_t pos = n;
-  for (auto _ : state) {
-    naive_propose(std::span(s).first(pos), k_draft, out);
-    pos += committed(s, pos, out);
-    if (pos >= n + n / 8) pos = n;
-  }
-}
-
 }  // namespace
 
 BENCHMARK(BM_ngram_step)->Arg(1 << 10)->Arg(1 << 14)->Arg(1 << 17)->Arg(1 << 20);
-BENCHMARK(BM_naive_rescan_step)->Arg(1 << 10)->Arg(1 << 14)->Arg(1 << 17)->Arg(1 << 20);
 
 BENCHMARK_MAIN();

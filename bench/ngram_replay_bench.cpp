@@ -4,14 +4,19 @@
 // prompt = "<task>.original.txt" + "\n\n" + "<task>.instruction.txt", output = "<task>.edited.txt",
 // tokenised as bytes (token = byte). With a perfect target, a step proposes K tokens, keeps the
 // prefix that matches the true output and adds one true token; tokens_per_step = output tokens /
-// steps (1 = no speed-up). The same replay with the naive rule (rescan the whole history for the
-// latest occurrence of the longest suffix, max_ngram down to min_ngram) gives naive_tps, and
-// agree = 1 when every proposal of the drafter equals the naive one (expected under most_recent).
+// steps (1 = no speed-up). The same replay with the naive rule under the same options
+// (tests/support/naive_prompt_lookup.hpp: rescan the whole history for every occurrence of the
+// longest suffix that has one, max_ngram down to min_ngram, and pick by the match policy) gives
+// naive_tps, and agree = 1 when every proposal of the drafter equals the naive one (expected
+// under both policies).
 //
 //   BM_replay/<task|all>/k:<K>/n:<min>-<max>/<policy>
 // Counters: tokens_per_step, naive_tps, agree, steps, out_tokens. The time is the drafter's whole
 // replay (index build of the prompt included). Data directory: $SPECDEC_NGRAM_DATA, else
 // bench/data/ngram beside this source file.
+//
+//   cmake --preset bench && cmake --build --preset bench --target ngram_replay_bench
+//   build/bench/bench/ngram_replay_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -23,10 +28,13 @@
 #include <iterator>
 #include <span>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <specdec/draft/ngram_drafter.hpp>
+
+#include "tests/support/naive_prompt_lookup.hpp"
 
 namespace {
 
@@ -74,23 +82,6 @@ std::vector<task> load_tasks() {
   return tasks;
 }
 
-// The naive most-recent rule, rescanning the whole history.
-tokens naive_propose(const tokens& h, std::size_t k, std::size_t min_n, std::size_t max_n) {
-  const std::size_t n = h.size();
-  for (std::size_t m = max_n; m >= min_n; --m) {
-    if (n < m + 1) continue;
-    for (std::size_t e = n - 1; e-- > m - 1;) {
-      if (!std::equal(h.end() - static_cast<std::ptrdiff_t>(m), h.end(),
-                      h.begin() + static_cast<std::ptrdiff_t>(e + 1 - m)))
-        continue;
-      const std::size_t count = std::min(k, n - 1 - e);
-      return tokens(h.begin() + static_cast<std::ptrdiff_t>(e + 1),
-                    h.begin() + static_cast<std::ptrdiff_t>(e + 1 + count));
-    }
-  }
-  return {};
-}
-
 struct replay_result {
   std::size_t steps = 0;
   std::vector<tokens> proposals;
@@ -124,11 +115,9 @@ replay_result replay_drafter(const task& t, std::size_t k, const specdec::ngram_
 }
 
 replay_result replay_naive(const task& t, std::size_t k, const specdec::ngram_options& o) {
+  const specdec::test::naive_prompt_lookup naive{o, t.prompt.size()};
   return replay(
-      t, k,
-      [&](const tokens& h, std::size_t kk) {
-        return naive_propose(h, kk, o.min_ngram, o.max_ngram);
-      },
+      t, k, [&](const tokens& h, std::size_t kk) { return naive.propose(h, kk); },
       [](std::span<const token_id>) {});
 }
 

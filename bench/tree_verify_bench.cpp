@@ -2,7 +2,7 @@
 // against one log-sum-exp pass over the same rows measured in the same run.
 //
 //   cmake --preset bench && cmake --build --preset bench --target tree_verify_bench
-//   build/bench/bench/tree_verify_bench
+//   build/bench/bench/tree_verify_bench --benchmark_min_time=0.3
 //
 // Counters (thread CPU time): ns_per_node (verification time / tree nodes), lse_ns_per_row
 // (specdec::log_sum_exp over one row, measured before and after the loop), ratio (the two
@@ -11,8 +11,7 @@
 // whose row was warped = accepted + 1).
 #include <benchmark/benchmark.h>
 
-#include <time.h>
-
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -25,6 +24,8 @@
 #include <specdec/math/warp.hpp>
 #include <specdec/tree/token_tree.hpp>
 #include <specdec/verify/multi_candidate.hpp>
+
+#include "bench/support/timing.hpp"
 
 namespace {
 
@@ -76,11 +77,7 @@ instance make_instance(const char* shape, specdec::candidate_draw draw, std::uin
 
 // CPU time of this thread in ns: both sides of the ratio use it, so other processes sharing the
 // cores disturb the ratio less than they would wall time.
-double thread_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
-}
+double thread_ns() { return 1e9 * specdec::bench::thread_cpu_clock::now(); }
 
 // One log-sum-exp pass per row over all rows of the instances, timed for at least 50 ms.
 double lse_ns_per_row(const std::vector<instance>& ins) {

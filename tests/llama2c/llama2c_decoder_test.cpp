@@ -1,30 +1,36 @@
 // Real-model tests of the decoder: speculative decoding on a llama2.c checkpoint returns exactly
 // the plain greedy tokens (chain, trees, prompt lookup), and sampled runs are reproducible.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "common.hpp"  // Catch's runner, main(), the model paths and run.c's reference
 
-#include <filesystem>
-#include <iostream>
+#include <cstddef>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include <llama2c/model.hpp>
 #include <llama2c/tokenizer.hpp>
 #include <specdec/specdec.hpp>
 
-namespace fs = std::filesystem;
 namespace l2 = specdec::llama2c;
 using specdec::token_id;
+using llama2c_test::checkpoint_path;
+using llama2c_test::tokenizer_path;
 
 namespace {
-
-const fs::path models_dir{SPECDEC_MODELS_DIR};
-const fs::path checkpoint_path = models_dir / "aidreams260K.bin";
-const fs::path tokenizer_path = models_dir / "aidreams260K.tok512.bin";
 
 struct fixture {
   std::shared_ptr<const l2::weights> w = l2::load_checkpoint(checkpoint_path);
   l2::tokenizer tok{tokenizer_path, w->cfg().vocab_size};
   l2::model target{w};
+};
+
+// A speculative decoder on `target` with the layer-skip draft of its first `layers` layers.
+struct layer_skip_decoder {
+  layer_skip_decoder(l2::model& target, std::size_t layers)
+      : draft_model(target, layers), drafter(draft_model), decoder(target, drafter) {}
+  l2::layer_skip_draft draft_model;
+  specdec::model_drafter<l2::layer_skip_draft> drafter;
+  specdec::speculative_decoder<l2::model, specdec::model_drafter<l2::layer_skip_draft>> decoder;
 };
 
 // The plain greedy loop the decoder is compared with: the target as the decoder evaluates it
@@ -46,9 +52,8 @@ TEST_CASE("llama2c decoder: greedy speculative decoding equals plain greedy deco
     const auto plain = plain_greedy(f.target, prompt, 80);
     INFO("prompt: " << text);
     for (std::size_t layers : {1u, 2u, 3u}) {
-      l2::layer_skip_draft draft_model(f.target, layers);
-      specdec::model_drafter drafter(draft_model);
-      specdec::speculative_decoder decoder(f.target, drafter);
+      layer_skip_decoder s(f.target, layers);
+      auto& decoder = s.decoder;
       specdec::generate_options o;
       o.max_new_tokens = 80;
       o.sampling.temperature = 0.0f;
@@ -79,28 +84,22 @@ TEST_CASE("llama2c decoder: greedy speculative decoding equals plain greedy deco
 
 TEST_CASE("llama2c decoder: the README reference continuation comes out of speculative decoding") {
   fixture f;
-  const auto prompt = f.tok.encode("I dreamed");
-  l2::layer_skip_draft draft_model(f.target, 3);
-  specdec::model_drafter drafter(draft_model);
-  specdec::speculative_decoder decoder(f.target, drafter);
+  const auto prompt = f.tok.encode(l2::reference_prompt);
+  layer_skip_decoder s(f.target, 3);
   specdec::generate_options o;
   o.max_new_tokens = 96 - prompt.size() + 1;  // run.c: 96 positions in all, BOS included
   o.sampling.temperature = 0.0f;
-  const auto r = decoder.generate(prompt, o);
+  const auto r = s.decoder.generate(prompt, o);
   std::vector<token_id> all(prompt.begin(), prompt.end());
   all.insert(all.end(), r.tokens.begin(), r.tokens.end());
-  CHECK(f.tok.decode(all) ==
-        "I dreamed, as I sense the nodes, a gentle hum of probability. Contrast emerge, a flower, "
-        "as I adjust, as I settle into a tapestry of vectors. Contrast edges sharpen, a "
-        "kaleidoscope of");
+  CHECK(f.tok.decode(all) == llama2c_test::reference_text);
 }
 
 TEST_CASE("llama2c decoder: sampled runs are reproducible at a fixed seed") {
   fixture f;
   const auto prompt = f.tok.encode("I dreamed");
-  l2::layer_skip_draft draft_model(f.target, 2);
-  specdec::model_drafter drafter(draft_model);
-  specdec::speculative_decoder decoder(f.target, drafter);
+  layer_skip_decoder s(f.target, 2);
+  auto& decoder = s.decoder;
   specdec::generate_options o;
   o.max_new_tokens = 60;
   o.sampling = {.temperature = 1.0f, .top_p = 0.95f, .seed = 77};
@@ -130,13 +129,4 @@ TEST_CASE("llama2c decoder: a prompt longer than the context is refused, the mod
   const auto r = decoder.generate(prompt, o);
   CHECK(r.reason == specdec::stop_reason::context_full);
   CHECK(prompt.size() + r.tokens.size() == f.target.max_size());
-}
-
-int main(int argc, char* argv[]) {
-  if (!fs::exists(checkpoint_path)) {
-    std::cout << "skipping: " << checkpoint_path.string()
-              << " not found; real-model tests need ../shared/models (set SPECDEC_MODELS_DIR)\n";
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
 }

@@ -1,16 +1,17 @@
 // Real-model tests of the llama2.c adapter: tokenizer, greedy reference output, checkpoint
 // errors, capacity, tree attention, layer-skip drafts and the conformance kit.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 
 // Let the test catch Eigen heap allocations in Release builds too: Eigen then checks
-// set_is_malloc_allowed() in every allocation, and its assertions throw.
+// set_is_malloc_allowed() in every allocation, and its assertions throw. Set before any header
+// that includes Eigen (common.hpp does).
 #include <stdexcept>
 #define EIGEN_RUNTIME_NO_MALLOC
 #define eigen_assert(x) \
   do {                  \
     if (!(x)) throw std::runtime_error("Eigen assertion failed: " #x); \
   } while (false)
+
+#include "common.hpp"  // Catch's runner, main(), the model paths and run.c's reference
 
 #include <unistd.h>
 
@@ -20,36 +21,19 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include <llama2c/model.hpp>
 #include <llama2c/tokenizer.hpp>
+#include <specdec/math/sample.hpp>
 #include <specdec/testing.hpp>
 
 namespace fs = std::filesystem;
 using namespace specdec;
+using namespace llama2c_test;
 
 namespace {
-
-const fs::path models_dir{SPECDEC_MODELS_DIR};
-const fs::path checkpoint_path = models_dir / "aidreams260K.bin";
-const fs::path tokenizer_path = models_dir / "aidreams260K.tok512.bin";
-
-// The README's reference: the ids run.c prints after BOS for "I dreamed", greedy, 96 positions.
-const std::vector<token_id> reference_ids{
-    303, 281, 269, 435, 447, 328, 446, 299, 303, 266, 358, 430, 312, 379, 441, 260, 446, 262, 421,
-    392, 275, 280, 302, 450, 405, 403, 399, 448, 429, 465, 265, 434, 317, 431, 434, 289, 408, 326,
-    446, 262, 279, 438, 349, 261, 446, 299, 303, 384, 467, 407, 446, 299, 303, 266, 323, 434, 285,
-    362, 262, 263, 428, 434, 436, 451, 275, 429, 339, 315, 374, 448, 429, 465, 265, 434, 317, 431,
-    434, 289, 418, 321, 278, 416, 446, 262, 429, 453, 435, 285, 361, 437, 431, 440, 437, 445, 430,
-    275};
-const std::string reference_text =
-    "I dreamed, as I sense the nodes, a gentle hum of probability. Contrast emerge, a flower, as "
-    "I adjust, as I settle into a tapestry of vectors. Contrast edges sharpen, a kaleidoscope of";
-
-std::size_t argmax(std::span<const float> row) {
-  return static_cast<std::size_t>(std::max_element(row.begin(), row.end()) - row.begin());
-}
 
 // A scratch folder for bad files, removed at exit.
 struct temp_dir {
@@ -115,8 +99,7 @@ TEST_CASE("llama2c model: greedy generation reproduces run.c's reference output"
   std::vector<float> logits(m.vocab_size());
   for (std::size_t pos = 0; pos < 96; ++pos) {
     m.append(std::span(fed).subspan(pos, 1), logits);
-    const auto next = pos + 1 < prompt.size() ? prompt[pos + 1]
-                                              : static_cast<token_id>(argmax(logits));
+    const auto next = pos + 1 < prompt.size() ? prompt[pos + 1] : specdec::argmax(logits);
     fed.push_back(next);
   }
   const std::vector<token_id> generated(fed.begin() + 1, fed.end());
@@ -128,7 +111,7 @@ TEST_CASE("llama2c model: greedy generation reproduces run.c's reference output"
   std::vector<float> all(96 * m.vocab_size());
   m.append(std::span(fed).first(96), all);
   for (std::size_t pos = prompt.size() - 1; pos < 96; ++pos)
-    CHECK(static_cast<token_id>(argmax(std::span(all).subspan(pos * 512, 512))) == fed[pos + 1]);
+    CHECK(specdec::argmax(std::span(all).subspan(pos * 512, 512)) == fed[pos + 1]);
 }
 
 TEST_CASE("llama2c tokenizer: the Llama 2 vocabulary loads and round-trips text") {
@@ -321,8 +304,8 @@ TEST_CASE("llama2c model: batched append matches token-by-token append") {
   CHECK(d < 1e-4f);
   // Greedy choices agree.
   for (std::size_t i = 0; i < toks.size(); ++i)
-    CHECK(argmax(std::span(batched).subspan(i * 512, 512)) ==
-          argmax(std::span(single).subspan(i * 512, 512)));
+    CHECK(specdec::argmax(std::span(batched).subspan(i * 512, 512)) ==
+          specdec::argmax(std::span(single).subspan(i * 512, 512)));
 }
 
 TEST_CASE("llama2c model: the conformance kit passes on the model and its layer-skip drafts") {
@@ -437,8 +420,8 @@ TEST_CASE("llama2c layer_skip_draft: shares the target's weights and agrees with
     d.append(toks, got);
     std::size_t agree = 0;
     for (std::size_t i = 0; i < toks.size(); ++i)
-      agree += argmax(std::span(got).subspan(i * 512, 512)) ==
-               argmax(std::span(ref).subspan(i * 512, 512));
+      agree += specdec::argmax(std::span(got).subspan(i * 512, 512)) ==
+               specdec::argmax(std::span(ref).subspan(i * 512, 512));
     std::cout << "llama2c: layer-skip draft with " << layers << " of 4 layers agrees with the "
               << "full model's greedy choice at " << agree << " / " << toks.size()
               << " positions\n";
@@ -459,25 +442,21 @@ TEST_CASE("llama2c model: append, tree and commit allocate nothing once warmed u
     m.append_tree(ctx, parents, logits);
     m.commit(path);
   };
-  round();  // scratch grows to 8 rows here
+  // Warm-up: whatever is sized on first use is sized here. (The constructor already sized the
+  // caches for max_size() and the scratch for 8 rows, the most one call of `round` feeds.)
+  round();
+  // An Eigen heap allocation now throws (eigen_assert above); std::vector growth is not caught.
   Eigen::internal::set_is_malloc_allowed(false);
   bool threw = false;
+  std::string error;
   try {
     round();
   } catch (const std::exception& e) {
     threw = true;
-    INFO(e.what());
+    error = e.what();
   }
   Eigen::internal::set_is_malloc_allowed(true);
+  INFO("the warmed-up round threw: " << error);
   CHECK_FALSE(threw);
   CHECK(m.size() == ctx.size() + 1 + path.size());
-}
-
-int main(int argc, char* argv[]) {
-  if (!fs::exists(checkpoint_path)) {
-    std::cout << "skipping: " << checkpoint_path.string()
-              << " not found; real-model tests need ../shared/models (set SPECDEC_MODELS_DIR)\n";
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
 }

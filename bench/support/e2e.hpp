@@ -1,0 +1,139 @@
+// bench/support/e2e.hpp - what the end-to-end benchmarks on the real aidreams260K checkpoint
+// (e2e_bench, tree_e2e_bench) share: the prompt set, decoding all of it once, and the interleaved
+// repetitions that give each configuration's tokens/s and its speedup over plain decoding
+// measured in the same repetition.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <vector>
+
+#include <specdec/specdec.hpp>
+
+#include "llama2c/model.hpp"
+#include "llama2c/tokenizer.hpp"
+
+namespace specdec::bench {
+
+/// New tokens per prompt (fewer when prompt + generation would pass the context of 128).
+inline constexpr std::size_t new_tokens = 48;
+
+/// Four free prompts, then four that quote text the model should continue or repeat (the first
+/// is the model's own greedy output for "I dreamed", quoted and restarted).
+inline constexpr const char* prompts[] = {
+    "I dreamed",
+    "The stars",
+    "In the quiet server room",
+    "A memory",
+    ("I dreamed, as I sense the nodes, a gentle hum of probability. Contrast emerge, a flower, "
+     "as I adjust, as I settle into a tapestry of vectors. I dreamed"),
+    "Contrast edges sharpen, a kaleidoscope of light. Contrast edges sharpen, a kaleidoscope",
+    "a gentle hum of probability, a gentle hum of probability, a gentle hum",
+    "I sense the nodes. I adjust. I settle. I sense the nodes. I adjust. I",
+};
+
+/// The prompts encoded (BOS first); with `print`, also lists them with their token counts.
+inline std::vector<std::vector<token_id>> encode_prompts(const llama2c::tokenizer& tok,
+                                                         bool print) {
+  std::vector<std::vector<token_id>> encoded;
+  if (print)
+    std::printf("prompts (tokens incl. BOS; %zu new tokens each, stop at BOS/EOS):\n", new_tokens);
+  for (const char* p : prompts) {
+    encoded.push_back(tok.encode(p));
+    if (print) std::printf("  %3zu  \"%s\"\n", encoded.back().size(), p);
+  }
+  return encoded;
+}
+
+/// decode_stats summed over the prompts of one run; `seconds` is decoding time, prompt excluded.
+struct totals {
+  std::size_t generated = 0, calls = 0, drafted = 0, nodes = 0, accepted = 0;
+  double seconds = 0, draft = 0, target = 0, verify = 0;
+  void add(const decode_stats& s) {
+    generated += s.generated_tokens;
+    calls += s.target_calls;
+    drafted += s.drafted_tokens;
+    nodes += s.drafted_nodes;
+    accepted += s.accepted_tokens;
+    seconds += s.total_seconds - s.prefill_seconds;
+    draft += s.draft_seconds;
+    target += s.target_seconds;
+    verify += s.verify_seconds;
+  }
+  double tokens_per_second() const { return static_cast<double>(generated) / seconds; }
+  double acceptance() const { return drafted ? static_cast<double>(accepted) / drafted : 0.0; }
+  double tokens_per_call() const { return static_cast<double>(generated) / calls; }
+  double nodes_per_call() const { return static_cast<double>(nodes) / calls; }
+  /// Percent of decoding time.
+  double percent(double part) const { return 100 * part / seconds; }
+};
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+/**
+ * Decodes every prompt once, prompt p with seed 1000 + p, stopping at BOS/EOS: chains of up to
+ * `k` drafts when `tree` is empty, else trees of that shape drawn as `draw`. Plain decoding is a
+ * no_drafter with k = 0 and no tree.
+ */
+template <class Drafter>
+totals decode_all(llama2c::model& target, Drafter& drafter, std::size_t k,
+                  const std::vector<std::size_t>& tree, candidate_draw draw, float temperature,
+                  const std::vector<std::vector<token_id>>& encoded) {
+  speculative_decoder decoder(target, drafter);
+  totals t;
+  for (std::size_t p = 0; p < encoded.size(); ++p) {
+    generate_options o;
+    o.max_new_tokens = std::min(new_tokens, target.max_size() - encoded[p].size());
+    o.draft_length = k;
+    o.tree = tree;
+    o.tree_draw = draw;
+    o.stop_tokens = {llama2c::tokenizer::bos_id, llama2c::tokenizer::eos_id};
+    o.sampling = {.temperature = temperature, .seed = 1000 + p};
+    t.add(decoder.generate(encoded[p], o).stats);
+  }
+  return t;
+}
+
+/// Per configuration: tokens/s and speedup of every repetition, and the totals of the last.
+struct interleaved_runs {
+  std::vector<std::vector<double>> tokens_per_second, speedup;
+  std::vector<totals> last;
+};
+
+/**
+ * `configs[i].run(temperature)` decodes all prompts once and returns its totals; configs[0] is
+ * plain decoding, the reference of the speedups. After one warm-up run of each configuration
+ * (scratch growth, caches), every repetition runs each configuration once, in order, so machine
+ * noise hits them alike; speedup = tokens/s / tokens/s of configs[0] in the same repetition.
+ * Configurations for which skip(i) holds are not run (their vectors stay empty); configs[0]
+ * always runs.
+ */
+template <class Config, class Skip>
+interleaved_runs run_interleaved(const std::vector<Config>& configs, float temperature, int reps,
+                                 Skip skip) {
+  const std::size_t n = configs.size();
+  const auto skipped = [&](std::size_t i) { return i != 0 && skip(i); };
+  for (std::size_t i = 0; i < n; ++i)
+    if (!skipped(i)) configs[i].run(temperature);
+  interleaved_runs out{std::vector<std::vector<double>>(n), std::vector<std::vector<double>>(n),
+                       std::vector<totals>(n)};
+  for (int r = 0; r < reps; ++r) {
+    double plain = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (skipped(i)) continue;
+      out.last[i] = configs[i].run(temperature);
+      const double rate = out.last[i].tokens_per_second();
+      if (i == 0) plain = rate;
+      out.tokens_per_second[i].push_back(rate);
+      out.speedup[i].push_back(rate / plain);
+    }
+  }
+  return out;
+}
+
+}  // namespace specdec::bench
