@@ -3,7 +3,8 @@
 //
 // A reference adapter: it shows what an engine adapter must do (batched append, O(1) truncate,
 // tree attention with an ancestor mask, commit by compacting K/V rows) on a model small enough
-// to read in one sitting. Single-threaded by design; one model object per thread.
+// to read in one sitting. The matrix products run on a thread pool (kernels.hpp); everything
+// else is single-threaded. One model object per calling thread.
 #pragma once
 
 #include <algorithm>
@@ -24,6 +25,8 @@
 #include <specdec/types.hpp>
 
 #include "llama2c/checkpoint.hpp"
+#include "llama2c/kernels.hpp"
+#include "llama2c/thread_pool.hpp"
 
 namespace specdec::llama2c {
 
@@ -35,105 +38,14 @@ struct model_options {
   std::size_t max_context = 0;
   /// Transformer blocks to run, from the first: 0 = all. Fewer makes a layer-skip draft.
   std::size_t layers = 0;
+  /// Threads for the matrix kernels when `pool` is null: 0 = std::thread::hardware_concurrency(),
+  /// 1 = the calling thread only. A model then owns a pool of that size.
+  std::size_t threads = 0;
+  /// A pool to share (a target and its draft run one after the other, so one pool serves both);
+  /// overrides `threads`.
+  std::shared_ptr<thread_pool> pool = nullptr;
 };
 
-namespace detail {
-
-// y (+)= x * W^T for a weight W stored column-major (out x in), i.e. W^T row-major (in x out,
-// leading dimension ldw): the layout `weights` keeps. Register-tiled over R rows of x and NP
-// packets of outputs; weights are read in place (no packing), so the cost is flops plus one
-// pass over W per R rows of x, with no per-call setup. Eigen's GEMM instead packs the whole
-// weight operand on every call, which dominated batched appends of 2..16 tokens.
-using packet = Eigen::internal::packet_traits<float>::type;
-inline constexpr std::ptrdiff_t packet_size = Eigen::internal::packet_traits<float>::size;
-inline constexpr std::ptrdiff_t tile_packets = 2;
-inline constexpr std::ptrdiff_t tile_rows = packet_size >= 16 ? 8 : 4;
-
-template <int R, int NP, bool Add>
-inline void xwt_tile(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in, const float* wt,
-                     std::ptrdiff_t ldw, float* y, std::ptrdiff_t ldy) {
-  using namespace Eigen::internal;
-  packet acc[R][NP];
-  for (int r = 0; r < R; ++r)
-    for (int p = 0; p < NP; ++p) acc[r][p] = pset1<packet>(0.0f);
-  for (std::ptrdiff_t k = 0; k < in; ++k) {
-    const float* w = wt + k * ldw;
-    packet wp[NP];
-    for (int p = 0; p < NP; ++p) wp[p] = ploadu<packet>(w + p * packet_size);
-    for (int r = 0; r < R; ++r) {
-      const packet a = pset1<packet>(x[r * ldx + k]);
-      for (int p = 0; p < NP; ++p) acc[r][p] = pmadd(a, wp[p], acc[r][p]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int p = 0; p < NP; ++p) {
-      float* dst = y + r * ldy + p * packet_size;
-      if constexpr (Add) pstoreu(dst, padd(ploadu<packet>(dst), acc[r][p]));
-      else pstoreu(dst, acc[r][p]);
-    }
-}
-
-template <int R, bool Add>
-inline void xwt_rows(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in, const float* wt,
-                     std::ptrdiff_t ldw, std::ptrdiff_t out, float* y, std::ptrdiff_t ldy) {
-  std::ptrdiff_t o = 0;
-  for (; o + tile_packets * packet_size <= out; o += tile_packets * packet_size)
-    xwt_tile<R, tile_packets, Add>(x, ldx, in, wt + o, ldw, y + o, ldy);
-  for (; o + packet_size <= out; o += packet_size)
-    xwt_tile<R, 1, Add>(x, ldx, in, wt + o, ldw, y + o, ldy);
-  if (o == out) return;
-  if (out >= packet_size) {
-    // Fewer than one packet of outputs left: compute the last whole packet [out - packet_size,
-    // out) into a buffer and keep its new columns.
-    float tail[R * packet_size];
-    const std::ptrdiff_t start = out - packet_size;
-    xwt_tile<R, 1, false>(x, ldx, in, wt + start, ldw, tail, packet_size);
-    for (int r = 0; r < R; ++r)
-      for (std::ptrdiff_t c = o; c < out; ++c) {
-        const float v = tail[r * packet_size + (c - start)];
-        y[r * ldy + c] = Add ? y[r * ldy + c] + v : v;
-      }
-    return;
-  }
-  for (; o < out; ++o)  // a matrix narrower than one packet
-    for (int r = 0; r < R; ++r) {
-      float s = 0.0f;
-      for (std::ptrdiff_t k = 0; k < in; ++k) s += x[r * ldx + k] * wt[k * ldw + o];
-      y[r * ldy + o] = Add ? y[r * ldy + o] + s : s;
-    }
-}
-
-// xwt_rows<R> for a runtime R in [1, Max]: the rows left after the whole tiles.
-template <int Max, bool Add>
-inline void dispatch_rows(std::ptrdiff_t rows, const float* x, std::ptrdiff_t ldx,
-                          std::ptrdiff_t in, const float* wt, std::ptrdiff_t ldw,
-                          std::ptrdiff_t out, float* y, std::ptrdiff_t ldy) {
-  if constexpr (Max >= 1) {
-    if (rows == Max) return xwt_rows<Max, Add>(x, ldx, in, wt, ldw, out, y, ldy);
-    dispatch_rows<Max - 1, Add>(rows, x, ldx, in, wt, ldw, out, y, ldy);
-  }
-}
-
-/// y(n x out) = x(n x in) * W^T, or += when Add; x and y row-major with leading dimensions
-/// ldx and ldy, W^T row-major (in x out) with leading dimension ldw.
-template <bool Add>
-inline void xwt(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n, std::ptrdiff_t in,
-                const float* wt, std::ptrdiff_t ldw, std::ptrdiff_t out, float* y,
-                std::ptrdiff_t ldy) {
-  std::ptrdiff_t r = 0;
-  for (; r + tile_rows <= n; r += tile_rows)
-    xwt_rows<tile_rows, Add>(x + r * ldx, ldx, in, wt, ldw, out, y + r * ldy, ldy);
-  dispatch_rows<tile_rows - 1, Add>(n - r, x + r * ldx, ldx, in, wt, ldw, out, y + r * ldy, ldy);
-}
-
-/// xwt for an activation block `x` (row-major) and a weight view `w` (out x in, column-major).
-template <bool Add, class X, class Y>
-inline void times_transposed(const X& x, const matrix_view& w, Y&& y) {
-  xwt<Add>(x.data(), x.outerStride(), x.rows(), x.cols(), w.data(), w.rows(), w.rows(), y.data(),
-           y.outerStride());
-}
-
-}  // namespace detail
 
 /**
  * The llama2.c Llama-2 transformer (RMSNorm, RoPE, grouped-query attention, SwiGLU) with a KV
@@ -166,6 +78,8 @@ class model {
   const config& cfg() const noexcept { return w_->cfg(); }
   /// The weights, for building another model (e.g. a draft) on the same memory.
   const std::shared_ptr<const weights>& shared_weights() const noexcept { return w_; }
+  /// The pool the kernels run on (never null; size 1 when single-threaded).
+  const std::shared_ptr<thread_pool>& pool() const noexcept { return pool_; }
   /// True between append_tree and commit.
   bool tree_pending() const noexcept { return pending_ > 0; }
 
@@ -208,6 +122,7 @@ class model {
                Eigen::Ref<row_matrix> out) const;
 
   std::shared_ptr<const weights> w_;
+  std::shared_ptr<thread_pool> pool_;
   std::size_t layers_ = 0;
   std::size_t max_size_ = 0;
   std::size_t size_ = 0;
@@ -232,7 +147,8 @@ class layer_skip_draft : public model {
   /// Throws std::invalid_argument unless 1 <= layers <= target.cfg().n_layers. The draft's
   /// max_size() is the target's.
   layer_skip_draft(const model& target, std::size_t layers)
-      : layer_skip_draft(target.shared_weights(), layers, {.max_context = target.max_size()}) {}
+      : layer_skip_draft(target.shared_weights(), layers,
+                         {.max_context = target.max_size(), .pool = target.pool()}) {}
   /// Same, from weights; `options.layers` is ignored (`layers` wins).
   layer_skip_draft(std::shared_ptr<const weights> w, std::size_t layers, model_options options = {})
       : model(w, checked(w, layers, options)) {}
@@ -263,6 +179,10 @@ inline model::model(std::shared_ptr<const weights> w, model_options options) : w
                                 std::to_string(options.layers) + " exceeds n_layers = " +
                                 std::to_string(c.n_layers) + " (0 means all)");
   layers_ = options.layers == 0 ? c.n_layers : options.layers;
+  if (options.threads > 256)
+    throw std::invalid_argument("llama2c::model: model_options::threads = " +
+                                std::to_string(options.threads) + " exceeds 256");
+  pool_ = options.pool ? std::move(options.pool) : std::make_shared<thread_pool>(options.threads);
   max_size_ = options.max_context == 0 ? c.seq_len : options.max_context;
   const std::size_t hs = c.head_size();
   std::vector<float> inv_freq(hs / 2);
@@ -472,6 +392,9 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
   const std::size_t group = c.n_heads / c.n_kv_heads;
   const float att_scale = 1.0f / std::sqrt(static_cast<float>(hs));
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+  const auto dim = static_cast<std::ptrdiff_t>(c.dim);
+  const auto hid = static_cast<std::ptrdiff_t>(c.hidden_dim);
+  thread_pool* pool = pool_.get();
 
   auto x = x_.topRows(N);
   auto xb = xb_.topRows(N);
@@ -487,9 +410,11 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
     row_matrix& kc = k_cache_[l];
     row_matrix& vc = v_cache_[l];
     rmsnorm(x, lw.rms_att, xb);
-    detail::times_transposed<false>(xb, lw.wq, q);
-    detail::times_transposed<false>(xb, lw.wk, kc.middleRows(base, N));
-    detail::times_transposed<false>(xb, lw.wv, vc.middleRows(base, N));
+    const std::ptrdiff_t ikv = static_cast<std::ptrdiff_t>(c.kv_dim());
+    const matmul_task qkv[] = {{lw.wq.data(), dim, q.data(), dim},
+                               {lw.wk.data(), ikv, kc.row(base).data(), ikv},
+                               {lw.wv.data(), ikv, vc.row(base).data(), ikv}};
+    matmul(pool, xb.data(), dim, N, dim, qkv);
     rope(q, c.n_heads);
     rope(kc.middleRows(base, N), c.n_kv_heads);
 
@@ -516,18 +441,22 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
       }
       att.middleCols(qcol, ihs).noalias() = s * vc.block(0, kvcol, T, ihs);
     }
-    detail::times_transposed<true>(att, lw.wo, x);
+    const matmul_task out_proj[] = {{lw.wo.data(), dim, x.data(), dim, true}};
+    matmul(pool, att.data(), dim, N, dim, out_proj);
 
     rmsnorm(x, lw.rms_ffn, xb);
-    detail::times_transposed<false>(xb, lw.w1, h1);
-    detail::times_transposed<false>(xb, lw.w3, h3);
+    const matmul_task up[] = {{lw.w1.data(), hid, h1.data(), hid},
+                              {lw.w3.data(), hid, h3.data(), hid}};
+    matmul(pool, xb.data(), dim, N, dim, up);
     h1 = (h1.array() / (1.0f + (-h1.array()).exp())) * h3.array();  // SiLU(w1 x) * (w3 x)
-    detail::times_transposed<true>(h1, lw.w2, x);
+    const matmul_task down[] = {{lw.w2.data(), dim, x.data(), dim, true}};
+    matmul(pool, h1.data(), hid, N, hid, down);
   }
 
   rmsnorm(x, w_->rms_final(), xb);
-  Eigen::Map<row_matrix> out(logits.data(), N, static_cast<Eigen::Index>(c.vocab_size));
-  detail::times_transposed<false>(xb, w_->classifier(), out);
+  const auto vocab = static_cast<std::ptrdiff_t>(c.vocab_size);
+  const matmul_task classify[] = {{w_->classifier().data(), vocab, logits.data(), vocab}};
+  matmul(pool, xb.data(), dim, N, dim, classify);
 }
 
 }  // namespace specdec::llama2c

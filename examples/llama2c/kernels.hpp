@@ -1,0 +1,149 @@
+// llama2c/kernels.hpp - the engine's matrix kernel: a batch of activation rows times weight
+// matrices in the checkpoint's own layout, each weight read once from memory for the whole
+// batch, split over the engine's threads.
+//
+// The weights W (out x in) are row-major as the file stores them: one output's weights are
+// contiguous. Y = X * W^T is computed one block of `tile_outputs` weight rows at a time: the block
+// is streamed from memory once, then every tile of `tile_rows` activation rows is multiplied
+// with it while it sits in L1 (4 rows x 768 floats = 12 KiB; 24 KiB for the FFN's 2048-wide
+// rows). So the weight bytes read per call do not grow with the batch (n = 1 to the largest
+// tree), and a call of n rows costs one weight stream plus n times the arithmetic: the
+// memory-bound regime where scoring K + 1 draft tokens costs little more than one.
+//
+// Inside a tile, R x O accumulators hold packets of partial dot products along `in`, reduced
+// once at the end; the inner step loads O weight packets and R activation packets for R * O
+// fused multiply-adds (4 x 4 with AVX-512's 32 registers: FMA-bound, not load-bound).
+//
+// The split over threads: outputs (rows of W) are cut into chunks of whole blocks, and threads
+// take chunks from a shared counter; several matrices with the same input (wq, wk, wv; w1, w3)
+// form one job. Small matrices (the 260K model's) run on the calling thread alone.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+
+#include <Eigen/Core>
+
+#include "llama2c/thread_pool.hpp"
+
+namespace specdec::llama2c {
+
+/// One product of a job: y (n x out, leading dimension ldy) = or += x * W^T, for W (out x in)
+/// row-major with leading dimension `in`.
+struct matmul_task {
+  const float* w = nullptr;
+  std::ptrdiff_t out = 0;
+  float* y = nullptr;
+  std::ptrdiff_t ldy = 0;
+  bool add = false;  ///< accumulate into y (the residual) instead of overwriting it
+};
+
+namespace detail {
+
+using packet = Eigen::internal::packet_traits<float>::type;
+inline constexpr std::ptrdiff_t packet_size = Eigen::internal::packet_traits<float>::size;
+inline constexpr int tile_rows = 4;
+inline constexpr int tile_outputs = packet_size >= 16 ? 4 : 3;
+
+// y[r][o] (+)= dot(x row r, w row o) for R rows and O outputs.
+template <int R, int O>
+inline void dot_tile(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in, const float* w,
+                     float* y, std::ptrdiff_t ldy, bool add) {
+  using namespace Eigen::internal;
+  packet acc[R][O];
+  for (int r = 0; r < R; ++r)
+    for (int o = 0; o < O; ++o) acc[r][o] = pset1<packet>(0.0f);
+  std::ptrdiff_t k = 0;
+  for (; k + packet_size <= in; k += packet_size) {
+    packet wp[O];
+    for (int o = 0; o < O; ++o) wp[o] = ploadu<packet>(w + o * in + k);
+    for (int r = 0; r < R; ++r) {
+      const packet xp = ploadu<packet>(x + r * ldx + k);
+      for (int o = 0; o < O; ++o) acc[r][o] = pmadd(xp, wp[o], acc[r][o]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int o = 0; o < O; ++o) {
+      float s = predux(acc[r][o]);
+      for (std::ptrdiff_t j = k; j < in; ++j) s += x[r * ldx + j] * w[o * in + j];
+      float& dst = y[r * ldy + o];
+      dst = add ? dst + s : s;
+    }
+}
+
+// Every row tile of x against one block of O weight rows (read from memory once, then from L1).
+template <int O>
+inline void block_all_rows(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n,
+                           std::ptrdiff_t in, const float* w, float* y, std::ptrdiff_t ldy,
+                           bool add) {
+  std::ptrdiff_t r = 0;
+  for (; r + tile_rows <= n; r += tile_rows)
+    dot_tile<tile_rows, O>(x + r * ldx, ldx, in, w, y + r * ldy, ldy, add);
+  switch (n - r) {
+    case 3: dot_tile<3, O>(x + r * ldx, ldx, in, w, y + r * ldy, ldy, add); break;
+    case 2: dot_tile<2, O>(x + r * ldx, ldx, in, w, y + r * ldy, ldy, add); break;
+    case 1: dot_tile<1, O>(x + r * ldx, ldx, in, w, y + r * ldy, ldy, add); break;
+    default: break;
+  }
+  static_assert(tile_rows == 4, "the remainder switch covers tile_rows - 1 rows");
+}
+
+template <int O>
+inline void remainder_block(std::ptrdiff_t outputs, const float* x, std::ptrdiff_t ldx,
+                            std::ptrdiff_t n, std::ptrdiff_t in, const float* w, float* y,
+                            std::ptrdiff_t ldy, bool add) {
+  if constexpr (O >= 1) {
+    if (outputs == O) return block_all_rows<O>(x, ldx, n, in, w, y, ldy, add);
+    remainder_block<O - 1>(outputs, x, ldx, n, in, w, y, ldy, add);
+  }
+}
+
+}  // namespace detail
+
+/// Outputs [begin, end) of one task: y[:, begin:end] (+)= x * W[begin:end]^T.
+inline void matmul_range(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n, std::ptrdiff_t in,
+                         const matmul_task& t, std::ptrdiff_t begin, std::ptrdiff_t end) {
+  constexpr int O = detail::tile_outputs;
+  std::ptrdiff_t o = begin;
+  for (; o + O <= end; o += O)
+    detail::block_all_rows<O>(x, ldx, n, in, t.w + o * in, t.y + o, t.ldy, t.add);
+  detail::remainder_block<O - 1>(end - o, x, ldx, n, in, t.w + o * in, t.y + o, t.ldy, t.add);
+}
+
+/**
+ * Runs `tasks`, all with the input x (n x in, row-major, leading dimension ldx), on `pool` (or
+ * the calling thread when null or when the work is small). Each weight is read once from memory
+ * whatever n is. Outputs must not overlap x or each other.
+ */
+inline void matmul(thread_pool* pool, const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n,
+                   std::ptrdiff_t in, std::span<const matmul_task> tasks) {
+  std::ptrdiff_t total_out = 0;
+  for (const matmul_task& t : tasks) total_out += t.out;
+  // Below ~256 KiB of weights a job's hand-off costs more than the second core saves.
+  constexpr std::ptrdiff_t min_parallel_floats = 64 * 1024;
+  if (pool == nullptr || pool->size() == 1 || total_out * in < min_parallel_floats) {
+    for (const matmul_task& t : tasks) matmul_range(x, ldx, n, in, t, 0, t.out);
+    return;
+  }
+  // Chunks of whole blocks, about 8 per thread, so that threads balance.
+  constexpr std::ptrdiff_t O = detail::tile_outputs;
+  const auto threads = static_cast<std::ptrdiff_t>(pool->size());
+  std::ptrdiff_t chunk = std::max<std::ptrdiff_t>(O, total_out / (threads * 8) / O * O);
+  std::size_t chunks = 0;
+  for (const matmul_task& t : tasks) chunks += static_cast<std::size_t>((t.out + chunk - 1) / chunk);
+  auto body = [&](std::size_t i) {
+    for (const matmul_task& t : tasks) {
+      const auto here = static_cast<std::size_t>((t.out + chunk - 1) / chunk);
+      if (i < here) {
+        const std::ptrdiff_t begin = static_cast<std::ptrdiff_t>(i) * chunk;
+        matmul_range(x, ldx, n, in, t, begin, std::min(t.out, begin + chunk));
+        return;
+      }
+      i -= here;
+    }
+  };
+  pool->for_each(chunks, body);
+}
+
+}  // namespace specdec::llama2c
