@@ -3,8 +3,8 @@
 // batch, split over the engine's threads.
 //
 // The weights W (out x in) are row-major as the file stores them: one output's weights are
-// contiguous. Y = X * W^T is computed one block of `tile_outputs` weight rows at a time: the block
-// is streamed from memory once, then every tile of `tile_rows` activation rows is multiplied
+// contiguous. Y = X * W^T is computed one block of 4 weight rows at a time (8 for a single activation row): the block
+// is streamed from memory once, then every tile of up to 6 activation rows is multiplied
 // with it while it sits in L1 (4 rows x 768 floats = 12 KiB; 24 KiB for the FFN's 2048-wide
 // rows). So the weight bytes read per call do not grow with the batch (n = 1 to the largest
 // tree), and a call of n rows costs one weight stream plus n times the arithmetic: the
@@ -12,7 +12,7 @@
 //
 // Inside a tile, R x O accumulators hold packets of partial dot products along `in`, reduced
 // once at the end; the inner step loads O weight packets and R activation packets for R * O
-// fused multiply-adds (4 x 4 with AVX-512's 32 registers: FMA-bound, not load-bound).
+// fused multiply-adds (up to 6 x 4 with AVX-512's 32 registers: FMA-bound, not load-bound).
 //
 // The split over threads: outputs (rows of W) are cut into chunks of whole blocks, and threads
 // take chunks from a shared counter; several matrices with the same input (wq, wk, wv; w1, w3)
@@ -43,8 +43,12 @@ namespace detail {
 
 using packet = Eigen::internal::packet_traits<float>::type;
 inline constexpr std::ptrdiff_t packet_size = Eigen::internal::packet_traits<float>::size;
-inline constexpr int tile_rows = 4;
-inline constexpr int tile_outputs = packet_size >= 16 ? 4 : 3;
+// Rows of a tile: up to 6 x 4 accumulators with AVX-512's 32 registers, 4 x 3 with 16.
+inline constexpr int max_tile_rows = packet_size >= 16 ? 6 : 4;
+// Outputs of a block: 4 (3 with 16 registers) when several rows share it; 8 for a single row,
+// whose accumulators would otherwise be too few to hide the FMA latency.
+inline constexpr int block_outputs = packet_size >= 16 ? 4 : 3;
+inline constexpr int single_row_outputs = 8;
 
 // y[r][o] (+)= dot(x row r, w row o) for R rows and O outputs.
 template <int R, int O>
@@ -54,8 +58,8 @@ inline void dot_tile(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in, cons
   packet acc[R][O];
   for (int r = 0; r < R; ++r)
     for (int o = 0; o < O; ++o) acc[r][o] = pset1<packet>(0.0f);
-  std::ptrdiff_t k = 0;
-  for (; k + packet_size <= in; k += packet_size) {
+  const std::ptrdiff_t whole = in / packet_size * packet_size;
+  for (std::ptrdiff_t k = 0; k < whole; k += packet_size) {
     packet wp[O];
     for (int o = 0; o < O; ++o) wp[o] = ploadu<packet>(w + o * in + k);
     for (int r = 0; r < R; ++r) {
@@ -66,37 +70,56 @@ inline void dot_tile(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in, cons
   for (int r = 0; r < R; ++r)
     for (int o = 0; o < O; ++o) {
       float s = predux(acc[r][o]);
-      for (std::ptrdiff_t j = k; j < in; ++j) s += x[r * ldx + j] * w[o * in + j];
+      for (std::ptrdiff_t j = whole; j < in; ++j) s += x[r * ldx + j] * w[o * in + j];
       float& dst = y[r * ldy + o];
       dst = add ? dst + s : s;
     }
 }
 
-// Every row tile of x against one block of O weight rows (read from memory once, then from L1).
+// dot_tile<R, O> for a runtime R in [1, Max].
+template <int Max, int O>
+inline void tile_rows(int rows, const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in,
+                      const float* w, float* y, std::ptrdiff_t ldy, bool add) {
+  if constexpr (Max >= 1) {
+    if (rows == Max) return dot_tile<Max, O>(x, ldx, in, w, y, ldy, add);
+    tile_rows<Max - 1, O>(rows, x, ldx, in, w, y, ldy, add);
+  }
+}
+
+// Every row of x against one block of O weight rows: the block is read from memory by the first
+// tile and from L1 by the others. The rows are cut into tiles of nearly equal size (n = 7: 4 + 3,
+// not 6 + 1), since a one-row tile costs almost as many cycles as a full one.
 template <int O>
 inline void block_all_rows(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n,
                            std::ptrdiff_t in, const float* w, float* y, std::ptrdiff_t ldy,
                            bool add) {
+  const std::ptrdiff_t tiles = (n + max_tile_rows - 1) / max_tile_rows;
   std::ptrdiff_t r = 0;
-  for (; r + tile_rows <= n; r += tile_rows)
-    dot_tile<tile_rows, O>(x + r * ldx, ldx, in, w, y + r * ldy, ldy, add);
-  switch (n - r) {
-    case 3: dot_tile<3, O>(x + r * ldx, ldx, in, w, y + r * ldy, ldy, add); break;
-    case 2: dot_tile<2, O>(x + r * ldx, ldx, in, w, y + r * ldy, ldy, add); break;
-    case 1: dot_tile<1, O>(x + r * ldx, ldx, in, w, y + r * ldy, ldy, add); break;
-    default: break;
+  for (std::ptrdiff_t t = 0; t < tiles; ++t) {
+    const auto rows = static_cast<int>((n - r) / (tiles - t));
+    tile_rows<max_tile_rows, O>(rows, x + r * ldx, ldx, in, w, y + r * ldy, ldy, add);
+    r += rows;
   }
-  static_assert(tile_rows == 4, "the remainder switch covers tile_rows - 1 rows");
 }
 
-template <int O>
+// block_all_rows<O> for a runtime O in [1, Max]: the outputs left after the whole blocks.
+template <int Max>
 inline void remainder_block(std::ptrdiff_t outputs, const float* x, std::ptrdiff_t ldx,
                             std::ptrdiff_t n, std::ptrdiff_t in, const float* w, float* y,
                             std::ptrdiff_t ldy, bool add) {
-  if constexpr (O >= 1) {
-    if (outputs == O) return block_all_rows<O>(x, ldx, n, in, w, y, ldy, add);
-    remainder_block<O - 1>(outputs, x, ldx, n, in, w, y, ldy, add);
+  if constexpr (Max >= 1) {
+    if (outputs == Max) return block_all_rows<Max>(x, ldx, n, in, w, y, ldy, add);
+    remainder_block<Max - 1>(outputs, x, ldx, n, in, w, y, ldy, add);
   }
+}
+
+template <int O>
+inline void blocks(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n, std::ptrdiff_t in,
+                   const matmul_task& t, std::ptrdiff_t begin, std::ptrdiff_t end) {
+  std::ptrdiff_t o = begin;
+  for (; o + O <= end; o += O)
+    block_all_rows<O>(x, ldx, n, in, t.w + o * in, t.y + o, t.ldy, t.add);
+  remainder_block<O - 1>(end - o, x, ldx, n, in, t.w + o * in, t.y + o, t.ldy, t.add);
 }
 
 }  // namespace detail
@@ -104,11 +127,8 @@ inline void remainder_block(std::ptrdiff_t outputs, const float* x, std::ptrdiff
 /// Outputs [begin, end) of one task: y[:, begin:end] (+)= x * W[begin:end]^T.
 inline void matmul_range(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n, std::ptrdiff_t in,
                          const matmul_task& t, std::ptrdiff_t begin, std::ptrdiff_t end) {
-  constexpr int O = detail::tile_outputs;
-  std::ptrdiff_t o = begin;
-  for (; o + O <= end; o += O)
-    detail::block_all_rows<O>(x, ldx, n, in, t.w + o * in, t.y + o, t.ldy, t.add);
-  detail::remainder_block<O - 1>(end - o, x, ldx, n, in, t.w + o * in, t.y + o, t.ldy, t.add);
+  if (n == 1) return detail::blocks<detail::single_row_outputs>(x, ldx, n, in, t, begin, end);
+  detail::blocks<detail::block_outputs>(x, ldx, n, in, t, begin, end);
 }
 
 /**
@@ -127,7 +147,7 @@ inline void matmul(thread_pool* pool, const float* x, std::ptrdiff_t ldx, std::p
     return;
   }
   // Chunks of whole blocks, about 8 per thread, so that threads balance.
-  constexpr std::ptrdiff_t O = detail::tile_outputs;
+  constexpr std::ptrdiff_t O = detail::single_row_outputs * detail::block_outputs;
   const auto threads = static_cast<std::ptrdiff_t>(pool->size());
   std::ptrdiff_t chunk = std::max<std::ptrdiff_t>(O, total_out / (threads * 8) / O * O);
   std::size_t chunks = 0;
