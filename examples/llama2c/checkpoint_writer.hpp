@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -70,8 +72,12 @@ inline void write_checkpoint(const std::filesystem::path& path, const config& c,
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     detail::writer_error(path, "folder '" + dir.string() + "' does not exist");
-  const fs::path tmp =
-      dir / ("." + path.filename().string() + ".partial-" + std::to_string(::getpid()));
+  // Appended piece by piece: GCC 12 reports a false -Wrestrict for "." + std::string&&.
+  std::string tmp_name(".");
+  tmp_name += path.filename().string();
+  tmp_name += ".partial-";
+  tmp_name += std::to_string(::getpid());
+  const fs::path tmp = dir / tmp_name;
   std::FILE* raw = std::fopen(tmp.c_str(), "wb");
   if (raw == nullptr)
     detail::writer_error(path, "cannot create '" + tmp.string() +
