@@ -49,6 +49,14 @@ inline constexpr std::size_t lanes = static_cast<std::size_t>(ei::packet_traits<
 inline constexpr std::size_t block = 1024;
 
 inline std::size_t block_count(std::size_t n) noexcept { return (n + block - 1) / block; }
+// The float additions a term can pass through in a block sum of exp_blocks, block_sums and
+// weight_above: at most block / (2 * lanes) in its lane of an accumulator packet, at most 5 more
+// combining the accumulators and remainder packets, at most lanes - 1 in the horizontal
+// reduction and at most 2 * lanes - 1 for the scalar tail. A float sum of non-negative terms
+// that pass through at most h additions is within h * 2^-24 / (1 - h * 2^-24) of their exact sum,
+// relatively; the top-p rule relies on that (warp.hpp, mass_range_of). Keep it true when a
+// kernel's summation changes.
+inline constexpr std::size_t block_sum_depth = block / (2 * lanes) + 3 * lanes + 5;
 
 // exp(z) exactly as the packet path computes it, for one value.
 SPECDEC_ROW_KERNEL float packet_exp(float z) noexcept {
@@ -158,8 +166,9 @@ SPECDEC_ROW_KERNEL double exp_blocks(const float* x, std::size_t n, float m, flo
   return total;
 }
 
-// The sum of the x[i] > over (x[0..n) non-negative), in a fixed order.
-SPECDEC_ROW_KERNEL double mass_above(const float* x, std::size_t n, float over) noexcept {
+// The sum of the x[i] > over (x[0..n) non-negative), in a fixed order: float lanes per block of
+// 1024, double across blocks, as exp_blocks sums.
+SPECDEC_ROW_KERNEL double weight_above(const float* x, std::size_t n, float over) noexcept {
   const packet pover = ei::pset1<packet>(over);
   double total = 0.0;
   for (std::size_t b0 = 0; b0 < n; b0 += block) {

@@ -43,11 +43,13 @@ struct rejection_workspace {
  * outside [0, V) or with q(x) = 0 (it cannot have been drawn from q), std::domain_error for NaN
  * or +inf logits. Cost per row read: with temperature alone, a max pass and an exp-sum pass (the
  * row of p is not written; the last row's bonus token is drawn from one exp-sum pass that keeps
- * block sums, then the exps of the drawn block of 1024); with top-p alone, the same plus a compare per value, and a warp
- * only when u falls in the window where p(x) must be known exactly (probability about
- * (1 / top_p - 1) * p(x) / q(x)); the bonus token is drawn from all of p and redrawn while it falls
- * outside the nucleus (each test one pass; up to 4 tries, then a warp). With top-k or min-p, one
- * warp per row. A rejection adds one warp and one residual.
+ * block sums, then the exps of the drawn block of 1024); with top-p alone, the same plus a
+ * compare per value, and a warp only when u falls in the window where p(x) must be known exactly
+ * (probability about (1 / top_p - 1) * p(x) / q(x)) or when x's mass lies within 10^-4 (relative) of
+ * the nucleus boundary; the bonus token is drawn from all of p and redrawn while it falls
+ * outside the nucleus (each test one pass; up to 4 tries, then a warp). Membership in the
+ * nucleus is warp's, exactly (see warp, step 4). With top-k or min-p, one warp per row. A
+ * rejection adds one warp and one residual.
  */
 inline verify_result verify_rejection(logits_view target, std::span<const token_id> drafts,
                                       logits_view q, const sampling_params& sp, rng& gen,
@@ -75,12 +77,18 @@ inline verify_result verify_rejection(logits_view target, std::span<const token_
     return std::span<const float>(m.row(static_cast<Eigen::Index>(i)).data(), v);
   };
   // Temperature alone: p(x) = exp((l_x - max) / T) / sum, one log-sum-exp pass, no row written.
-  // Top-p alone: the same pass also sums the e_i above e_x; x is in the nucleus iff that is
-  // below top_p * sum, and then p(x) = e_x / N with N between max(top_p * sum, above + e_x) and
-  // sum, which settles most draws u without finding the nucleus (a full warp settles the rest).
+  // Top-p alone: the same pass also sums the weights e_i above e_x, and detail::nucleus_test
+  // tells from the two sums whether x is in the nucleus by warp's rule (or that only warp can
+  // tell, near the boundary). Inside, p(x) = e_x / N with N between about
+  // max(top_p * sum, above + e_x) and sum, which settles most draws u without finding the
+  // nucleus (a full warp settles the rest).
   const bool no_top_k = sp.top_k == 0 || sp.top_k >= v;
   const bool temperature_only = no_top_k && !(sp.top_p < 1.0f) && !(sp.min_p > 0.0f);
   const bool top_p_only = no_top_k && sp.top_p < 1.0f && !(sp.min_p > 0.0f);
+  if (sp.top_p < 1.0f && v > detail::max_mass_vocab)
+    throw std::invalid_argument("verify_rejection: top_p < 1 needs a vocabulary of at most " +
+                                std::to_string(detail::max_mass_vocab) + " tokens, got " +
+                                std::to_string(v));
   const float inv_t = 1.0f / sp.temperature;
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
   for (std::size_t i = 0; i < n; ++i) {
@@ -106,10 +114,21 @@ inline verify_result verify_rejection(logits_view target, std::span<const token_
                                                     ex, &above)
                    : detail::exp_blocks<false, true>(logits.data(), v, m, inv_t, nullptr, nullptr,
                                                      ex, &above);
-        const double target = static_cast<double>(sp.top_p) * total;
-        if (ex > 0.0f && above < target) {
-          px_low = static_cast<double>(ex) / total;
-          px_high = static_cast<double>(ex) / std::max(target, above + static_cast<double>(ex));
+        switch (detail::nucleus_test(above, total, sp.top_p, v)) {
+          case detail::nucleus_verdict::in: {
+            // N >= top_p * sum and N >= above + e_x, up to the rounding of the sums; the slack
+            // of 2^-11 covers it and the rounding of p(x) as warp computes it.
+            const double n_low =
+                std::max(static_cast<double>(sp.top_p) * total, above + static_cast<double>(ex));
+            px_low = static_cast<double>(ex) / total * (1.0 - 0x1p-11);
+            px_high = static_cast<double>(ex) / n_low * (1.0 + 0x1p-11);
+            break;
+          }
+          case detail::nucleus_verdict::out:  // p(x) = 0: rejected
+            break;
+          case detail::nucleus_verdict::unsure:  // let warp decide
+            px_high = std::numeric_limits<double>::infinity();
+            break;
         }
       }
     } else {
@@ -157,13 +176,19 @@ inline verify_result verify_rejection(logits_view target, std::span<const token_
     ws.blocks.resize(detail::block_count(v));
     const double total =
         detail::exp_blocks(logits.data(), v, m, inv_t, masked, ws.p.data(), ws.blocks.data());
-    // Top-p: draw from all of p and keep the draw if it is in the nucleus (mass above it below
-    // top_p * total), which is a draw from the nucleus; after a few misses, warp and draw.
-    const double target = static_cast<double>(sp.top_p) * total;
+    // Top-p: draw from all of p and keep the draw if it is in the nucleus, which is a draw from
+    // the nucleus; after a few misses, warp and draw. If the sums cannot tell whether the draw is
+    // in, warp decides: keep the draw if it is, else draw from the nucleus (as the retries would).
     for (int attempt = 0; attempt < 4; ++attempt) {
       const token_id y = detail::sample_in_blocks(ws.p, ws.blocks, total, gen);
-      if (detail::mass_above(ws.p.data(), v, ws.p[static_cast<std::size_t>(y)]) < target)
-        return {n, y};
+      const auto y_at = static_cast<std::size_t>(y);
+      const auto verdict = detail::nucleus_test(detail::weight_above(ws.p.data(), v, ws.p[y_at]),
+                                                total, sp.top_p, v);
+      if (verdict == detail::nucleus_verdict::in) return {n, y};
+      if (verdict == detail::nucleus_verdict::unsure) {
+        warp(logits, sp, ws.p, ws.warp);
+        return {n, ws.p[y_at] > 0.0f ? y : sample(ws.p, gen)};
+      }
     }
   }
   warp(logits, sp, ws.p, ws.warp);
