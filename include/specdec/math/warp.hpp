@@ -171,8 +171,8 @@ inline std::int64_t nucleus_limit(std::int64_t total, float top_p) noexcept {
   const int s = 24 - e;                                          // top_p = m * 2^-s, s >= 24
   // W = m * total = x * 2^24 + y; (W - 1) >> 24 = x + floor((y - 1) / 2^24), W >= 1.
   const auto t = static_cast<std::uint64_t>(total);
-  const std::uint64_t x = m * (t >> 24);                   // < 2^24 * 2^39
-  const std::uint64_t y = m * (t & ((1u << 24) - 1));      // < 2^48
+  const std::uint64_t x = m * (t >> 24);                        // < 2^24 * 2^39
+  const std::uint64_t y = m * (t & ((1u << 24) - 1));           // < 2^48
   const std::uint64_t z = y > 0 ? x + ((y - 1) >> 24) : x - 1;  // (W - 1) >> 24, W >= 1
   const int rest = s - 24;
   return rest >= 64 ? 0 : static_cast<std::int64_t>(z >> rest);
@@ -347,8 +347,7 @@ inline void warp(std::span<const float> logits, const sampling_params& sp, std::
     detail::group_maxima(probs, ws.maxima);
     std::int64_t maxima_mass = 0;
     for (float x : ws.maxima) maxima_mass += detail::mass(x);
-    if (maxima_mass > limit_hi)
-      floor = std::max(floor, detail::nucleus_cut(ws.maxima, limit_hi).t);
+    if (maxima_mass > limit_hi) floor = std::max(floor, detail::nucleus_cut(ws.maxima, limit_hi).t);
     // weights below FLT_MIN have mass 0 and are never inside
     detail::collect_at_least(probs, std::max(floor, std::numeric_limits<float>::min()), ws.values);
     auto cut = detail::nucleus_cut(ws.values, limit_hi);

@@ -45,8 +45,8 @@ struct rejection_workspace {
  * row of p is not written; the last row's bonus token is drawn from one exp-sum pass that keeps
  * block sums, then the exps of the drawn block of 1024); with top-p alone, the same plus a
  * compare per value, and a warp only when u falls in the window where p(x) must be known exactly
- * (probability about (1 / top_p - 1) * p(x) / q(x)) or when x's mass lies within 10^-4 (relative) of
- * the nucleus boundary; the bonus token is drawn from all of p and redrawn while it falls
+ * (probability about (1 / top_p - 1) * p(x) / q(x)) or when x's mass lies within 10^-4 (relative)
+ * of the nucleus boundary; the bonus token is drawn from all of p and redrawn while it falls
  * outside the nucleus (each test one pass; up to 4 tries, then a warp). Membership in the
  * nucleus is warp's, exactly (see warp, step 4). With top-k or min-p, one warp per row. A
  * rejection adds one warp and one residual.
