@@ -49,8 +49,13 @@ inline std::vector<std::vector<token_id>> encode_prompts(const llama2c::tokenize
 /// decode_stats summed over the prompts of one run; `seconds` is decoding time, prompt excluded.
 struct totals {
   std::size_t generated = 0, calls = 0, drafted = 0, nodes = 0, accepted = 0;
+  std::size_t draft_model_calls = 0;
+  std::vector<std::size_t> drafted_at;  ///< summed decode_stats::drafted_at
   double seconds = 0, draft = 0, target = 0, verify = 0;
   void add(const decode_stats& s) {
+    draft_model_calls += s.draft_model_calls;
+    if (drafted_at.size() < s.drafted_at.size()) drafted_at.resize(s.drafted_at.size());
+    for (std::size_t i = 0; i < s.drafted_at.size(); ++i) drafted_at[i] += s.drafted_at[i];
     generated += s.generated_tokens;
     calls += s.target_calls;
     drafted += s.drafted_tokens;
@@ -83,12 +88,13 @@ inline double median(std::vector<double> v) {
 template <class Drafter>
 totals decode_all(llama2c::model& target, Drafter& drafter, std::size_t k,
                   const std::vector<std::size_t>& tree, candidate_draw draw, float temperature,
-                  const std::vector<std::vector<token_id>>& encoded) {
+                  const std::vector<std::vector<token_id>>& encoded,
+                  std::size_t max_new = new_tokens) {
   speculative_decoder decoder(target, drafter);
   totals t;
   for (std::size_t p = 0; p < encoded.size(); ++p) {
     generate_options o;
-    o.max_new_tokens = std::min(new_tokens, target.max_size() - encoded[p].size());
+    o.max_new_tokens = std::min(max_new, target.max_size() - encoded[p].size());
     o.draft_length = k;
     o.tree = tree;
     o.tree_draw = draw;

@@ -50,6 +50,8 @@ struct cli {
   std::vector<std::size_t> tree;  // empty: a chain of k drafts
   specdec::candidate_draw draw = specdec::candidate_draw::iid;
   bool quiet = false;
+  std::size_t threads = 0;     // 0 = the hardware's
+  bool compare_plain = false;  // also time plain decoding of the same request
 };
 
 const char* const usage =
@@ -66,6 +68,9 @@ const char* const usage =
     "  --seed S             random seed (default 0)\n"
     "  --draft D            none | layers:L | model:PATH | ngram (default layers:3)\n"
     "  -k K                 draft tokens per target call (default 4)\n"
+    "  --threads N          threads for the target and the draft (default 0 = all cores)\n"
+    "  --compare-plain      also run plain decoding of the same request and print both times\n"
+    "                       and their ratio (and, when greedy, whether the outputs agree)\n"
     "  --ngram-min N        shortest n-gram prompt lookup matches (default 2)\n"
     "  --ngram-max N        longest n-gram prompt lookup matches (default 4)\n"
     "  --ngram-candidates N verify up to N n-gram continuations at once, as a trie (default 1)\n"
@@ -102,10 +107,14 @@ cli parse(int argc, char** argv) {
       c.quiet = true;
       continue;
     }
+    if (flag == "--compare-plain") {
+      c.compare_plain = true;
+      continue;
+    }
     constexpr std::string_view with_value[] = {
         "--model", "--tokenizer", "--prompt", "-n", "--temperature", "--top-p", "--top-k",
         "--min-p", "--seed", "--draft", "-k", "--ngram-min", "--ngram-max", "--ngram-candidates",
-        "--tree", "--replacement"};
+        "--tree", "--replacement", "--threads"};
     if (std::find(std::begin(with_value), std::end(with_value), flag) == std::end(with_value))
       fail("unknown option " + std::string(flag));
     if (i + 1 >= argc) fail(std::string(flag) + ": missing value");
@@ -121,6 +130,7 @@ cli parse(int argc, char** argv) {
     else if (flag == "--seed") c.sampling.seed = number<std::uint64_t>(flag, value);
     else if (flag == "--draft") c.draft = value;
     else if (flag == "-k") c.k = number<std::size_t>(flag, value);
+    else if (flag == "--threads") c.threads = number<std::size_t>(flag, value);
     else if (flag == "--ngram-min") c.ngram_min = number<std::size_t>(flag, value);
     else if (flag == "--ngram-max") c.ngram_max = number<std::size_t>(flag, value);
     else if (flag == "--ngram-candidates") c.ngram_candidates = number<std::size_t>(flag, value);
@@ -150,6 +160,7 @@ cli parse(int argc, char** argv) {
   } else if (c.draft != "none" && c.draft != "ngram") {
     fail("--draft: '" + c.draft + "' is not none, layers:L, model:PATH or ngram");
   }
+  if (c.threads > 256) fail("--threads: " + std::to_string(c.threads) + " exceeds 256");
   if (c.ngram_candidates == 0) fail("--ngram-candidates: must be >= 1");
   if (c.ngram_candidates > 1) {
     if (c.draft != "ngram") fail("--ngram-candidates: needs --draft ngram");
@@ -165,6 +176,16 @@ cli parse(int argc, char** argv) {
     fail(e.what());
   }
   return c;
+}
+
+const char* reason_text(specdec::stop_reason r) {
+  switch (r) {
+    case specdec::stop_reason::max_new_tokens: return "the token limit (-n)";
+    case specdec::stop_reason::stop_token: return "an end-of-text token";
+    case specdec::stop_reason::callback: return "the caller";
+    case specdec::stop_reason::context_full: return "a full context (the model's seq_len)";
+  }
+  return "?";
 }
 
 template <class Drafter>
@@ -192,6 +213,24 @@ int run(const cli& c, l2::model& target, Drafter& drafter, const l2::tokenizer& 
   std::printf("\n\n%s", r.stats.summary().c_str());
   if (r.stats.draft_model_calls)
     std::printf("draft model calls: %zu\n", r.stats.draft_model_calls);
+  std::printf("stopped at %s\n", reason_text(r.reason));
+  if (c.compare_plain) {
+    // The same request without a drafter, on the same target (its cache is refilled).
+    o.on_token = nullptr;
+    const auto plain = specdec::generate_autoregressive(target, prompt, o);
+    const auto decode_s = [](const specdec::decode_stats& s) {
+      return s.total_seconds - s.prefill_seconds;
+    };
+    std::printf("plain decoding: %zu tokens in %.3f s (%.1f tokens/s)\n",
+                plain.stats.generated_tokens, decode_s(plain.stats),
+                plain.stats.tokens_per_second());
+    std::printf("speculative:    %zu tokens in %.3f s (%.1f tokens/s)\n",
+                r.stats.generated_tokens, decode_s(r.stats), r.stats.tokens_per_second());
+    std::printf("speed-up: %.2fx (tokens/s, prompt excluded)\n",
+                r.stats.tokens_per_second() / plain.stats.tokens_per_second());
+    if (c.sampling.temperature == 0.0f)
+      std::printf("identical output: %s\n", plain.tokens == r.tokens ? "yes" : "no");
+  }
   return 0;
 }
 
@@ -200,11 +239,15 @@ int run(const cli& c, l2::model& target, Drafter& drafter, const l2::tokenizer& 
 int main(int argc, char** argv) {
   const cli c = parse(argc, argv);  // exits with 2 on a bad flag or value
   try {
-    l2::model target(c.model);
+    auto pool = std::make_shared<l2::thread_pool>(c.threads);  // shared by target and draft
+    const auto weights = l2::load_checkpoint(c.model);
+    l2::model target(weights, {.pool = pool});
     const l2::tokenizer tok(c.tokenizer, target.vocab_size());
-    std::printf("model %s: dim %zu, %zu layers, vocab %zu, context %zu; draft %s, K = %zu\n\n",
+    std::printf("model %s: dim %zu, %zu layers, vocab %zu, context %zu, %.1f MB loaded in "
+                "%.3f s; %zu thread(s); draft %s, K = %zu\n\n",
                 c.model.c_str(), target.cfg().dim, target.cfg().n_layers, target.vocab_size(),
-                target.max_size(), c.draft.c_str(), c.k);
+                target.max_size(), static_cast<double>(weights->bytes()) / 1e6,
+                weights->load_seconds(), pool->size(), c.draft.c_str(), c.k);
     if (c.draft == "none") {
       specdec::no_drafter none;
       return run(c, target, none, tok);
@@ -219,7 +262,10 @@ int main(int argc, char** argv) {
       specdec::model_drafter drafter(draft_model);
       return run(c, target, drafter, tok);
     }
-    l2::model draft_model(c.draft_model);  // parse() admits nothing else
+    // parse() admits nothing else. The draft's context is the target's: the decoder keeps both
+    // at the same length.
+    l2::model draft_model(l2::load_checkpoint(c.draft_model),
+                          {.max_context = target.max_size(), .pool = pool});
     specdec::model_drafter drafter(draft_model);
     return run(c, target, drafter, tok);
   } catch (const std::exception& e) {
