@@ -20,7 +20,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <limits>
 #include <span>
 
 #include <Eigen/Core>
@@ -164,6 +166,75 @@ inline void matmul(thread_pool* pool, const float* x, std::ptrdiff_t ldx, std::p
     }
   };
   pool->for_each(chunks, body);
+}
+
+/// Floats of one head's slice of attention_args::scores for n rows over T cache rows: n x T,
+/// rounded up to a multiple of 16 so that every slice of an aligned buffer is 64-byte aligned.
+inline std::size_t attention_slice(std::size_t n, std::size_t T) { return (n * T + 15) / 16 * 16; }
+
+/// One layer's attention for n query rows over a KV cache (see attention()).
+struct attention_args {
+  const float* q = nullptr;        ///< n x (n_heads * head_size), row-major, RoPE applied
+  const float* k = nullptr;        ///< cache rows x kv_dim, row-major (rows 0..T-1 are read)
+  const float* v = nullptr;        ///< same layout as k
+  float* out = nullptr;            ///< n x (n_heads * head_size)
+  float* scores = nullptr;         ///< scratch: n_heads * attention_slice(n, T) floats, aligned
+  std::ptrdiff_t n = 0;            ///< query rows
+  std::ptrdiff_t context = 0;      ///< cache rows before the batch (T = context + n)
+  std::ptrdiff_t n_heads = 0, n_kv_heads = 0, head_size = 0;
+  /// Tree mode: row i may see batch row j iff allowed[i * n + j]; null = causal (j <= i).
+  const unsigned char* allowed = nullptr;
+};
+
+/**
+ * softmax(q k^T / sqrt(head_size)) v for every head, each head a chunk of the pool (heads are
+ * independent; each has its own slice of the scores). Query head h reads kv head
+ * h / (n_heads / n_kv_heads). Masked entries get exactly zero weight.
+ */
+inline void attention(thread_pool* pool, const attention_args& a) {
+  using row_major = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using stride = Eigen::OuterStride<>;
+  const std::ptrdiff_t T = a.context + a.n, hs = a.head_size;
+  const std::ptrdiff_t q_ld = a.n_heads * hs, kv_ld = a.n_kv_heads * hs;
+  const std::ptrdiff_t group = a.n_heads / a.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+  auto head = [&](std::size_t hi) {
+    const auto h = static_cast<std::ptrdiff_t>(hi);
+    const std::ptrdiff_t kv = (h / group) * hs;
+    Eigen::Map<const row_major, 0, stride> q(a.q + h * hs, a.n, hs, stride(q_ld));
+    Eigen::Map<const row_major, 0, stride> k(a.k + kv, T, hs, stride(kv_ld));
+    Eigen::Map<const row_major, 0, stride> v(a.v + kv, T, hs, stride(kv_ld));
+    Eigen::Map<row_major, 0, stride> out(a.out + h * hs, a.n, hs, stride(q_ld));
+    Eigen::Map<row_major> s(
+        a.scores + h * static_cast<std::ptrdiff_t>(attention_slice(
+                           static_cast<std::size_t>(a.n), static_cast<std::size_t>(T))),
+        a.n, T);
+    s.noalias() = q * k.transpose();
+    for (std::ptrdiff_t i = 0; i < a.n; ++i) {
+      auto row = s.row(i);
+      // Causal: the context and batch rows 0..i. Tree: the context and i's ancestors.
+      const std::ptrdiff_t len = a.allowed != nullptr ? T : a.context + i + 1;
+      auto live = row.head(len);
+      live *= scale;
+      if (a.allowed != nullptr) {
+        const unsigned char* ok = a.allowed + i * a.n;
+        for (std::ptrdiff_t j = 0; j < a.n; ++j)
+          if (!ok[j]) live(a.context + j) = neg_inf;
+      }
+      const float mx = live.maxCoeff();
+      live = (live.array() - mx).exp();
+      live /= live.sum();
+      row.tail(T - len).setZero();
+    }
+    out.noalias() = s * v;
+  };
+  // One head's work is small at short contexts: parallel only when the batch has some weight.
+  if (pool != nullptr && a.n * T * hs * a.n_heads >= 64 * 1024) {
+    pool->for_each(static_cast<std::size_t>(a.n_heads), head);
+  } else {
+    for (std::size_t h = 0; h < static_cast<std::size_t>(a.n_heads); ++h) head(h);
+  }
 }
 
 }  // namespace specdec::llama2c

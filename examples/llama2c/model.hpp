@@ -133,7 +133,10 @@ class model {
   row_matrix rope_cos_, rope_sin_;        // RoPE: max_size x head_size / 2, per position
   std::vector<row_matrix> k_cache_, v_cache_;  // per layer: rows x kv_dim
   // Scratch, grown on demand; a pass of n tokens uses the top n rows.
-  row_matrix x_, xb_, q_, att_, h1_, h3_, scores_;
+  row_matrix x_, xb_, q_, att_, h1_, h3_;
+  // Attention scores: n_heads slices of n x (context + n), each 64-byte aligned, so results do
+  // not depend on where the buffer happens to be allocated (Eigen peels unaligned heads).
+  std::vector<float, Eigen::aligned_allocator<float>> scores_;
 };
 
 /**
@@ -335,7 +338,6 @@ inline void model::ensure_cache_rows(std::size_t rows) {
     k_cache_[l].conservativeResize(r, kv);
     v_cache_[l].conservativeResize(r, kv);
   }
-  scores_.resize(scores_.rows(), r);  // contents are scratch
 }
 
 inline void model::ensure_scratch(std::size_t n) {
@@ -350,7 +352,6 @@ inline void model::ensure_scratch(std::size_t n) {
   att_.resize(rows, dim);
   h1_.resize(rows, hid);
   h3_.resize(rows, hid);
-  scores_.resize(rows, k_cache_.empty() ? 0 : k_cache_[0].rows());
 }
 
 inline void model::rmsnorm(const Eigen::Ref<const row_matrix>& x, const vector_view& gain,
@@ -384,14 +385,12 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
   const config& c = cfg();
   const std::size_t n = tokens.size();
   ensure_scratch(n);
+  const std::size_t score_floats = c.n_heads * attention_slice(n, size_ + n);
+  if (scores_.size() < score_floats) scores_.resize(std::max(score_floats, 2 * scores_.size()));
   const auto N = static_cast<Eigen::Index>(n);
   const auto base = static_cast<Eigen::Index>(size_);
-  const auto T = base + N;  // cache rows attended to (the tree's included)
   const std::size_t hs = c.head_size();
   const auto ihs = static_cast<Eigen::Index>(hs);
-  const std::size_t group = c.n_heads / c.n_kv_heads;
-  const float att_scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  constexpr float neg_inf = -std::numeric_limits<float>::infinity();
   const auto dim = static_cast<std::ptrdiff_t>(c.dim);
   const auto hid = static_cast<std::ptrdiff_t>(c.hidden_dim);
   thread_pool* pool = pool_.get();
@@ -418,29 +417,11 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
     rope(q, c.n_heads);
     rope(kc.middleRows(base, N), c.n_kv_heads);
 
-    for (std::size_t h = 0; h < c.n_heads; ++h) {
-      const auto qcol = static_cast<Eigen::Index>(h * hs);
-      const auto kvcol = static_cast<Eigen::Index>((h / group) * hs);
-      auto s = scores_.topLeftCorner(N, T);
-      s.noalias() = q.middleCols(qcol, ihs) * kc.block(0, kvcol, T, ihs).transpose();
-      for (Eigen::Index i = 0; i < N; ++i) {
-        auto row = s.row(i);
-        // Causal: the context and batch rows 0..i. Tree: the context and the ancestors of i.
-        const Eigen::Index len = tree ? T : base + i + 1;
-        auto live = row.head(len);
-        live *= att_scale;
-        if (tree) {
-          const unsigned char* ok = allowed_.data() + static_cast<std::size_t>(i) * n;
-          for (std::size_t j = 0; j < n; ++j)
-            if (!ok[j]) live(base + static_cast<Eigen::Index>(j)) = neg_inf;
-        }
-        const float mx = live.maxCoeff();
-        live = (live.array() - mx).exp();
-        live /= live.sum();
-        row.tail(T - len).setZero();
-      }
-      att.middleCols(qcol, ihs).noalias() = s * vc.block(0, kvcol, T, ihs);
-    }
+    attention(pool, {.q = q.data(), .k = kc.data(), .v = vc.data(), .out = att.data(),
+                     .scores = scores_.data(), .n = N, .context = base,
+                     .n_heads = static_cast<std::ptrdiff_t>(c.n_heads),
+                     .n_kv_heads = static_cast<std::ptrdiff_t>(c.n_kv_heads),
+                     .head_size = ihs, .allowed = tree ? allowed_.data() : nullptr});
     const matmul_task out_proj[] = {{lw.wo.data(), dim, x.data(), dim, true}};
     matmul(pool, att.data(), dim, N, dim, out_proj);
 
