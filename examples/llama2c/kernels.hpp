@@ -64,10 +64,20 @@ inline void keep_in_register(P& p) {
 #endif
 }
 
-// y[r][o] (+)= dot(x row r, w row o) for R rows and O outputs.
+inline void prefetch(const float* p) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 0, 3);
+#else
+  (void)p;
+#endif
+}
+
+// y[r][o] (+)= dot(x row r, w row o) for R rows and O outputs. With `prefetch` (the first tile
+// of a block), also asks for the weight rows `ahead` floats further on (the next block), so the
+// memory stream stays busy while the tile computes.
 template <int R, int O>
 inline void dot_tile(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in, const float* w,
-                     float* y, std::ptrdiff_t ldy, bool add) {
+                     float* y, std::ptrdiff_t ldy, bool add, std::ptrdiff_t ahead) {
   using namespace Eigen::internal;
   packet acc[R][O];
   for (int r = 0; r < R; ++r)
@@ -79,6 +89,8 @@ inline void dot_tile(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in, cons
       wp[o] = ploadu<packet>(w + o * in + k);
       keep_in_register(wp[o]);
     }
+    if (ahead != 0)
+      for (int o = 0; o < O; ++o) prefetch(w + ahead + o * in + k);
     for (int r = 0; r < R; ++r) {
       packet xp = ploadu<packet>(x + r * ldx + k);
       keep_in_register(xp);
@@ -97,10 +109,11 @@ inline void dot_tile(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in, cons
 // dot_tile<R, O> for a runtime R in [1, Max].
 template <int Max, int O>
 inline void tile_rows(int rows, const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in,
-                      const float* w, float* y, std::ptrdiff_t ldy, bool add) {
+                      const float* w, float* y, std::ptrdiff_t ldy, bool add,
+                      std::ptrdiff_t ahead) {
   if constexpr (Max >= 1) {
-    if (rows == Max) return dot_tile<Max, O>(x, ldx, in, w, y, ldy, add);
-    tile_rows<Max - 1, O>(rows, x, ldx, in, w, y, ldy, add);
+    if (rows == Max) return dot_tile<Max, O>(x, ldx, in, w, y, ldy, add, ahead);
+    tile_rows<Max - 1, O>(rows, x, ldx, in, w, y, ldy, add, ahead);
   }
 }
 
@@ -110,12 +123,13 @@ inline void tile_rows(int rows, const float* x, std::ptrdiff_t ldx, std::ptrdiff
 template <int O>
 inline void block_all_rows(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n,
                            std::ptrdiff_t in, const float* w, float* y, std::ptrdiff_t ldy,
-                           bool add) {
+                           bool add, std::ptrdiff_t ahead) {
   const std::ptrdiff_t tiles = (n + max_tile_rows - 1) / max_tile_rows;
   std::ptrdiff_t r = 0;
   for (std::ptrdiff_t t = 0; t < tiles; ++t) {
     const auto rows = static_cast<int>((n - r) / (tiles - t));
-    tile_rows<max_tile_rows, O>(rows, x + r * ldx, ldx, in, w, y + r * ldy, ldy, add);
+    tile_rows<max_tile_rows, O>(rows, x + r * ldx, ldx, in, w, y + r * ldy, ldy, add,
+                                t == 0 ? ahead : 0);
     r += rows;
   }
 }
@@ -126,7 +140,7 @@ inline void remainder_block(std::ptrdiff_t outputs, const float* x, std::ptrdiff
                             std::ptrdiff_t n, std::ptrdiff_t in, const float* w, float* y,
                             std::ptrdiff_t ldy, bool add) {
   if constexpr (Max >= 1) {
-    if (outputs == Max) return block_all_rows<Max>(x, ldx, n, in, w, y, ldy, add);
+    if (outputs == Max) return block_all_rows<Max>(x, ldx, n, in, w, y, ldy, add, 0);
     remainder_block<Max - 1>(outputs, x, ldx, n, in, w, y, ldy, add);
   }
 }
@@ -134,9 +148,13 @@ inline void remainder_block(std::ptrdiff_t outputs, const float* x, std::ptrdiff
 template <int O>
 inline void blocks(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n, std::ptrdiff_t in,
                    const matmul_task& t, std::ptrdiff_t begin, std::ptrdiff_t end) {
+  // Prefetch the next block while computing this one, when the tile's arithmetic is long enough
+  // to leave the memory stream idle otherwise (several rows) and a next block exists.
   std::ptrdiff_t o = begin;
-  for (; o + O <= end; o += O)
-    block_all_rows<O>(x, ldx, n, in, t.w + o * in, t.y + o, t.ldy, t.add);
+  for (; o + O <= end; o += O) {
+    const std::ptrdiff_t ahead = n > 1 && o + 2 * O <= end ? O * in : 0;
+    block_all_rows<O>(x, ldx, n, in, t.w + o * in, t.y + o, t.ldy, t.add, ahead);
+  }
   remainder_block<O - 1>(end - o, x, ldx, n, in, t.w + o * in, t.y + o, t.ldy, t.add);
 }
 
