@@ -66,7 +66,7 @@ inline void keep_in_register(P& p) {
 
 inline void prefetch(const float* p) {
 #if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(p, 0, 3);
+  __builtin_prefetch(p, 0, 2);  // into L2: the block being computed must stay in L1
 #else
   (void)p;
 #endif
@@ -75,7 +75,9 @@ inline void prefetch(const float* p) {
 // y[r][o] (+)= dot(x row r, w row o) for R rows and O outputs. With `prefetch` (the first tile
 // of a block), also asks for the weight rows `ahead` floats further on (the next block), so the
 // memory stream stays busy while the tile computes.
-template <int R, int O>
+// Prefetch is a template parameter: a run-time test in the loop made GCC keep the accumulators on
+// the stack (every FMA a load and a store).
+template <int R, int O, bool Prefetch>
 inline void dot_tile(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in, const float* w,
                      float* y, std::ptrdiff_t ldy, bool add, std::ptrdiff_t ahead) {
   using namespace Eigen::internal;
@@ -89,7 +91,7 @@ inline void dot_tile(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in, cons
       wp[o] = ploadu<packet>(w + o * in + k);
       keep_in_register(wp[o]);
     }
-    if (ahead != 0)
+    if constexpr (Prefetch)
       for (int o = 0; o < O; ++o) prefetch(w + ahead + o * in + k);
     for (int r = 0; r < R; ++r) {
       packet xp = ploadu<packet>(x + r * ldx + k);
@@ -112,7 +114,10 @@ inline void tile_rows(int rows, const float* x, std::ptrdiff_t ldx, std::ptrdiff
                       const float* w, float* y, std::ptrdiff_t ldy, bool add,
                       std::ptrdiff_t ahead) {
   if constexpr (Max >= 1) {
-    if (rows == Max) return dot_tile<Max, O>(x, ldx, in, w, y, ldy, add, ahead);
+    if (rows == Max) {
+      if (ahead != 0) return dot_tile<Max, O, true>(x, ldx, in, w, y, ldy, add, ahead);
+      return dot_tile<Max, O, false>(x, ldx, in, w, y, ldy, add, 0);
+    }
     tile_rows<Max - 1, O>(rows, x, ldx, in, w, y, ldy, add, ahead);
   }
 }
