@@ -165,11 +165,26 @@ inline void blocks(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n, std::pt
 
 }  // namespace detail
 
+namespace detail {
+
+/// Weight rows per block for a batch of n rows: more for small batches, whose tiles have few
+/// accumulators (the latency of the FMAs and of the memory stream need about 8 and more
+/// independent streams), fewer as the tile grows (the 32 registers hold R x O accumulators).
+inline constexpr int outputs_per_block(std::ptrdiff_t n) {
+  if (packet_size < 16) return n == 1 ? single_row_outputs : block_outputs;
+  return n <= 2 ? 8 : n <= 4 ? 6 : block_outputs;
+}
+
+}  // namespace detail
+
 /// Outputs [begin, end) of one task: y[:, begin:end] (+)= x * W[begin:end]^T.
 inline void matmul_range(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n, std::ptrdiff_t in,
                          const matmul_task& t, std::ptrdiff_t begin, std::ptrdiff_t end) {
-  if (n == 1) return detail::blocks<detail::single_row_outputs>(x, ldx, n, in, t, begin, end);
-  detail::blocks<detail::block_outputs>(x, ldx, n, in, t, begin, end);
+  switch (detail::outputs_per_block(n)) {
+    case 8: return detail::blocks<8>(x, ldx, n, in, t, begin, end);
+    case 6: return detail::blocks<6>(x, ldx, n, in, t, begin, end);
+    default: return detail::blocks<detail::block_outputs>(x, ldx, n, in, t, begin, end);
+  }
 }
 
 /**
@@ -188,7 +203,7 @@ inline void matmul(thread_pool* pool, const float* x, std::ptrdiff_t ldx, std::p
     return;
   }
   // Chunks of whole blocks, about 8 per thread, so that threads balance.
-  constexpr std::ptrdiff_t O = detail::single_row_outputs * detail::block_outputs;
+  const std::ptrdiff_t O = detail::outputs_per_block(n);
   const auto threads = static_cast<std::ptrdiff_t>(pool->size());
   std::ptrdiff_t chunk = std::max<std::ptrdiff_t>(O, total_out / (threads * 8) / O * O);
   std::size_t chunks = 0;
