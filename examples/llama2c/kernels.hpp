@@ -3,9 +3,9 @@
 // batch, split over the engine's threads.
 //
 // The weights W (out x in) are row-major as the file stores them: one output's weights are
-// contiguous. Y = X * W^T is computed one block of 4 weight rows at a time (8 for 1-2 activation rows, 6 for 3-4): the block
-// is streamed from memory once, then every tile of up to 6 activation rows is multiplied
-// with it while it sits in L1 (4 rows x 768 floats = 12 KiB; 24 KiB for the FFN's 2048-wide
+// contiguous. Y = X * W^T is computed one block of 4 weight rows at a time (8 for 1-2
+// activation rows, 6 for 3-4): the block is streamed from memory once, then every tile of up
+// to 6 activation rows is multiplied with it while it sits in L1 (4 rows x 768 floats = 12 KiB; 24 KiB for the FFN's 2048-wide
 // rows). So the weight bytes read per call do not grow with the batch (n = 1 to the largest
 // tree), and a call of n rows costs one weight stream plus n times the arithmetic: the
 // memory-bound regime where scoring K + 1 draft tokens costs little more than one.
