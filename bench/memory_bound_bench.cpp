@@ -14,12 +14,14 @@
 //                         from the page cache into a new buffer (`to_read`).
 //
 //   cmake --preset bench && cmake --build --preset bench --target memory_bound_bench
-//   build/bench/bench/memory_bound_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only
+//   build/bench/bench/memory_bound_bench --benchmark_repetitions=5
+//   --benchmark_report_aggregates_only
 //
 // SPECDEC_BENCH_SHAPE=42M selects another shape. The reshaped checkpoint is written once into
 // the build folder (bench/support/reshaped.hpp). Skips (prints why, exits 0) without the model.
 #include <benchmark/benchmark.h>
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
@@ -28,8 +30,6 @@
 #include <span>
 #include <string>
 #include <vector>
-
-#include <Eigen/Core>
 
 #include "bench/support/models.hpp"
 #include "bench/support/reshaped.hpp"
@@ -71,7 +71,8 @@ float stream_read(l2::thread_pool& pool, const l2::weights& w) {
   float sums[chunks] = {};
   auto body = [&](std::size_t i) {
     const std::size_t lo = floats * i / chunks, hi = floats * (i + 1) / chunks;
-    sums[i] = Eigen::Map<const Eigen::VectorXf>(base + lo, static_cast<Eigen::Index>(hi - lo)).sum();
+    sums[i] =
+        Eigen::Map<const Eigen::VectorXf>(base + lo, static_cast<Eigen::Index>(hi - lo)).sum();
   };
   pool.for_each(chunks, body);
   float total = 0.0f;
@@ -93,7 +94,8 @@ void BM_Append(benchmark::State& state) {
   for (std::size_t i = 0; i < n; ++i) tokens[i] = ids[(context + i) % ids.size()];
   double read_s = 0.0, one_s = 0.0, n_s = 0.0;
   for (auto _ : state) {
-    read_s += sb::time_call<sb::wall_clock>([&] { benchmark::DoNotOptimize(stream_read(*pool, *w)); });
+    read_s +=
+        sb::time_call<sb::wall_clock>([&] { benchmark::DoNotOptimize(stream_read(*pool, *w)); });
     one_s += sb::time_call<sb::wall_clock>(
         [&] { m.append(std::span(tokens).first(1), std::span(logits).first(vocab)); });
     m.truncate(context);
@@ -139,7 +141,8 @@ void BM_Peak(benchmark::State& state) {
     state.SetIterationTime(s);
   }
   benchmark::DoNotOptimize(sink);
-  const double flops = 2.0 * steps * chains * l2::detail::packet_size * static_cast<double>(threads);
+  const double flops =
+      2.0 * steps * chains * l2::detail::packet_size * static_cast<double>(threads);
   state.counters["GFLOPs"] = flops / (seconds / static_cast<double>(state.iterations())) / 1e9;
 }
 

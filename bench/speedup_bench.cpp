@@ -33,10 +33,9 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <specdec/specdec.hpp>
 #include <string>
 #include <vector>
-
-#include <specdec/specdec.hpp>
 
 #include "bench/support/e2e.hpp"
 #include "bench/support/models.hpp"
@@ -130,10 +129,11 @@ int main(int argc, char** argv) {
   const auto encoded = sb::encode_prompts(tok, false);
   const std::vector<std::vector<token_id>> free_prompts(encoded.begin(), encoded.begin() + 4);
   const std::vector<std::vector<token_id>> quoting(encoded.begin() + 4, encoded.end());
-  std::printf("target: aidreams260K reshaped to %s (%.0f MB of weights, loaded in %.3f s), "
-              "%zu threads; %zu new tokens per prompt, %d repetitions\n",
-              shape.c_str(), static_cast<double>(weights->bytes()) / 1e6,
-              weights->load_seconds(), pool->size(), new_tokens, reps);
+  std::printf(
+      "target: aidreams260K reshaped to %s (%.0f MB of weights, loaded in %.3f s), "
+      "%zu threads; %zu new tokens per prompt, %d repetitions\n",
+      shape.c_str(), static_cast<double>(weights->bytes()) / 1e6, weights->load_seconds(),
+      pool->size(), new_tokens, reps);
 
   // The drafts: separate models (the first L layers of aidreams260K) and layer-skip views.
   std::vector<std::unique_ptr<l2::model>> firsts;
@@ -147,58 +147,83 @@ int main(int argc, char** argv) {
   std::vector<double> t(max_calibrated + 1, 0.0);
   for (std::size_t n = 1; n <= max_calibrated; ++n) t[n] = time_append(target, n);
   std::printf("t(n)/t(1), t(1) = %.2f ms:", 1e3 * t[1]);
-  for (std::size_t n = 2; n <= max_calibrated; n += n < 10 ? 1 : 8) std::printf(" %zu:%.2f", n, t[n] / t[1]);
+  for (std::size_t n = 2; n <= max_calibrated; n += n < 10 ? 1 : 8)
+    std::printf(" %zu:%.2f", n, t[n] / t[1]);
   std::printf("\n");
   double first_t1[3];
   for (std::size_t l = 0; l < 3; ++l) first_t1[l] = time_append(*firsts[l], 1);
   const double skip3_t1 = time_append(skip3, 1), skip6_t1 = time_append(skip6, 1);
-  std::printf("draft t(1): first1 %.3f ms, first2 %.3f ms, first3 %.3f ms, skip3 %.2f ms, "
-              "skip6 %.2f ms\n\n",
-              1e3 * first_t1[0], 1e3 * first_t1[1], 1e3 * first_t1[2], 1e3 * skip3_t1,
-              1e3 * skip6_t1);
+  std::printf(
+      "draft t(1): first1 %.3f ms, first2 %.3f ms, first3 %.3f ms, skip3 %.2f ms, "
+      "skip6 %.2f ms\n\n",
+      1e3 * first_t1[0], 1e3 * first_t1[1], 1e3 * first_t1[2], 1e3 * skip3_t1, 1e3 * skip6_t1);
 
   specdec::no_drafter none;
   std::vector<std::unique_ptr<specdec::model_drafter<l2::model>>> first_drafters;
-  for (auto& m : firsts) first_drafters.push_back(std::make_unique<specdec::model_drafter<l2::model>>(*m));
+  for (auto& m : firsts)
+    first_drafters.push_back(std::make_unique<specdec::model_drafter<l2::model>>(*m));
   specdec::model_drafter<l2::layer_skip_draft> skip3_drafter(skip3), skip6_drafter(skip6);
   specdec::ngram_drafter lookup({.min_ngram = 2, .max_ngram = 4, .max_draft = 8});
   const auto cd = specdec::candidate_draw::iid;
 
   std::vector<row> rows;
   std::vector<bool> is_tree, on_quoting;
-  const auto add = [&](std::string name, std::function<sb::totals(float)> run, double t1,
-                       bool tree, bool quote) {
+  const auto add = [&](std::string name, std::function<sb::totals(float)> run, double t1, bool tree,
+                       bool quote) {
     rows.push_back({std::move(name), std::move(run), t1});
     is_tree.push_back(tree);
     on_quoting.push_back(quote);
   };
-  add("plain", [&](float temp) {
-    return sb::decode_all(target, none, 0, {}, cd, temp, free_prompts, new_tokens);
-  }, 0.0, false, false);
-  add("plain (quoting prompts)", [&](float temp) {
-    return sb::decode_all(target, none, 0, {}, cd, temp, quoting, new_tokens);
-  }, 0.0, false, true);
+  add(
+      "plain",
+      [&](float temp) {
+        return sb::decode_all(target, none, 0, {}, cd, temp, free_prompts, new_tokens);
+      },
+      0.0, false, false);
+  add(
+      "plain (quoting prompts)",
+      [&](float temp) {
+        return sb::decode_all(target, none, 0, {}, cd, temp, quoting, new_tokens);
+      },
+      0.0, false, true);
   for (std::size_t l = 0; l < 3; ++l)
     for (std::size_t k = 2; k <= 8; ++k)
-      add("first" + std::to_string(l + 1) + " K=" + std::to_string(k), [&, l, k](float temp) {
-        return sb::decode_all(target, *first_drafters[l], k, {}, cd, temp, free_prompts, new_tokens);
-      }, first_t1[l], false, false);
+      add(
+          "first" + std::to_string(l + 1) + " K=" + std::to_string(k),
+          [&, l, k](float temp) {
+            return sb::decode_all(target, *first_drafters[l], k, {}, cd, temp, free_prompts,
+                                  new_tokens);
+          },
+          first_t1[l], false, false);
   for (const char* shape_text : {"2x2x1", "2x2x2", "3x1x1x1"}) {
     const auto tree = specdec::parse_branching(shape_text);
-    add(std::string("first3 tree ") + shape_text, [&, tree](float temp) {
-      return sb::decode_all(target, *first_drafters[2], 0, tree, cd, temp, free_prompts, new_tokens);
-    }, first_t1[2], true, false);
+    add(
+        std::string("first3 tree ") + shape_text,
+        [&, tree](float temp) {
+          return sb::decode_all(target, *first_drafters[2], 0, tree, cd, temp, free_prompts,
+                                new_tokens);
+        },
+        first_t1[2], true, false);
   }
-  add("skip3of12 K=4", [&](float temp) {
-    return sb::decode_all(target, skip3_drafter, 4, {}, cd, temp, free_prompts, new_tokens);
-  }, skip3_t1, false, false);
-  add("skip6of12 K=4", [&](float temp) {
-    return sb::decode_all(target, skip6_drafter, 4, {}, cd, temp, free_prompts, new_tokens);
-  }, skip6_t1, false, false);
+  add(
+      "skip3of12 K=4",
+      [&](float temp) {
+        return sb::decode_all(target, skip3_drafter, 4, {}, cd, temp, free_prompts, new_tokens);
+      },
+      skip3_t1, false, false);
+  add(
+      "skip6of12 K=4",
+      [&](float temp) {
+        return sb::decode_all(target, skip6_drafter, 4, {}, cd, temp, free_prompts, new_tokens);
+      },
+      skip6_t1, false, false);
   for (std::size_t k : {4, 8})
-    add("ngram K=" + std::to_string(k), [&, k](float temp) {
-      return sb::decode_all(target, lookup, k, {}, cd, temp, quoting, new_tokens);
-    }, 0.0, false, true);
+    add(
+        "ngram K=" + std::to_string(k),
+        [&, k](float temp) {
+          return sb::decode_all(target, lookup, k, {}, cd, temp, quoting, new_tokens);
+        },
+        0.0, false, true);
 
   const auto skip = [&](std::size_t i) {
     return i > 1 && !filter.empty() && rows[i].name.find(filter) == std::string::npos;

@@ -49,7 +49,7 @@ struct config {
   std::size_t n_heads = 0;     ///< query heads
   std::size_t n_kv_heads = 0;  ///< key/value heads (grouped-query attention when < n_heads)
   std::size_t vocab_size = 0;
-  std::size_t seq_len = 0;     ///< the context length the model was trained for
+  std::size_t seq_len = 0;        ///< the context length the model was trained for
   bool shared_classifier = true;  ///< the classifier is the token embedding (vocab_size > 0)
 
   std::size_t head_size() const noexcept { return dim / n_heads; }
@@ -158,8 +158,8 @@ inline std::uint64_t checked_add(const std::filesystem::path& path, std::uint64_
 inline std::uint64_t float_count(const std::filesystem::path& path, const config& c) {
   std::uint64_t count = 0;
   for (const tensor_info& t : file_layout(c))
-    count = checked_add(path, count,
-                        checked_mul(path, t.layers, checked_mul(path, t.rows, t.cols)));
+    count =
+        checked_add(path, count, checked_mul(path, t.layers, checked_mul(path, t.rows, t.cols)));
   return count;
 }
 
@@ -169,11 +169,11 @@ inline config parse_header(const std::filesystem::path& path,
   const char* names[7] = {"dim",        "hidden_dim", "n_layers", "n_heads",
                           "n_kv_heads", "vocab_size", "seq_len"};
   for (std::size_t i = 0; i < 7; ++i) {
-    const bool ok = (i == 5) ? (h[i] != 0 && h[i] != std::numeric_limits<std::int32_t>::min())
-                             : h[i] > 0;
+    const bool ok =
+        (i == 5) ? (h[i] != 0 && h[i] != std::numeric_limits<std::int32_t>::min()) : h[i] > 0;
     if (!ok)
-      checkpoint_error(path, std::string("bad header: ") + names[i] + " = " +
-                                 std::to_string(h[i]) + " (must be positive" +
+      checkpoint_error(path, std::string("bad header: ") + names[i] + " = " + std::to_string(h[i]) +
+                                 " (must be positive" +
                                  (i == 5 ? "; negative marks an unshared classifier)" : ")"));
   }
   config c;
@@ -189,9 +189,9 @@ inline config parse_header(const std::filesystem::path& path,
     checkpoint_error(path, "bad header: dim = " + std::to_string(c.dim) +
                                " is not divisible by n_heads = " + std::to_string(c.n_heads));
   if (c.n_kv_heads > c.n_heads || c.n_heads % c.n_kv_heads != 0)
-    checkpoint_error(path, "bad header: n_heads = " + std::to_string(c.n_heads) +
-                               " is not a multiple of n_kv_heads = " +
-                               std::to_string(c.n_kv_heads));
+    checkpoint_error(path,
+                     "bad header: n_heads = " + std::to_string(c.n_heads) +
+                         " is not a multiple of n_kv_heads = " + std::to_string(c.n_kv_heads));
   if (c.head_size() % 2 != 0)
     checkpoint_error(path, "bad header: head size dim / n_heads = " +
                                std::to_string(c.head_size()) + " is odd (RoPE rotates pairs)");
@@ -202,8 +202,8 @@ inline config parse_header(const std::filesystem::path& path,
 inline std::array<std::int32_t, 7> header_fields(const config& c) {
   const auto i32 = [](std::size_t v) { return static_cast<std::int32_t>(v); };
   const std::int32_t vocab = c.shared_classifier ? i32(c.vocab_size) : -i32(c.vocab_size);
-  return {i32(c.dim),        i32(c.hidden_dim), i32(c.n_layers), i32(c.n_heads),
-          i32(c.n_kv_heads), vocab,             i32(c.seq_len)};
+  return {i32(c.dim), i32(c.hidden_dim), i32(c.n_layers), i32(c.n_heads), i32(c.n_kv_heads),
+          vocab,      i32(c.seq_len)};
 }
 
 /// Frees an aligned_alloc'ed float buffer.
@@ -288,8 +288,7 @@ inline weights::weights(const std::filesystem::path& path) {
 
   if (file_size < header_bytes)
     detail::checkpoint_error(path, "truncated header: file has " + std::to_string(file_size) +
-                                       " bytes, the header needs " +
-                                       std::to_string(header_bytes));
+                                       " bytes, the header needs " + std::to_string(header_bytes));
   std::array<std::int32_t, 7> h{};
   if (std::fread(h.data(), sizeof(std::int32_t), h.size(), in.get()) != h.size())
     detail::checkpoint_error(path, "cannot read the header");
@@ -321,10 +320,12 @@ inline weights::weights(const std::filesystem::path& path) {
     offsets_.push_back(at);
     at += t.layers * t.block();
   }
-  const auto idim = static_cast<Eigen::Index>(c.dim), ihid = static_cast<Eigen::Index>(c.hidden_dim),
+  const auto idim = static_cast<Eigen::Index>(c.dim),
+             ihid = static_cast<Eigen::Index>(c.hidden_dim),
              ikv = static_cast<Eigen::Index>(c.kv_dim()),
              ivoc = static_cast<Eigen::Index>(c.vocab_size);
-  embedding_ = std::make_unique<matrix_view>(tensor(tensor_kind::token_embedding).data(), ivoc, idim);
+  embedding_ =
+      std::make_unique<matrix_view>(tensor(tensor_kind::token_embedding).data(), ivoc, idim);
   rms_final_ = std::make_unique<vector_view>(tensor(tensor_kind::rms_final).data(), idim);
   classifier_ = std::make_unique<matrix_view>(
       c.shared_classifier ? embedding_->data() : tensor(tensor_kind::classifier).data(), ivoc,
@@ -341,8 +342,7 @@ inline weights::weights(const std::filesystem::path& path) {
                                     m(tensor_kind::w1, ihid, idim), m(tensor_kind::w2, idim, ihid),
                                     m(tensor_kind::w3, ihid, idim)});
   }
-  load_seconds_ =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 
 inline std::span<const float> weights::tensor(tensor_kind kind, std::size_t l) const {
@@ -355,8 +355,9 @@ inline std::span<const float> weights::tensor(tensor_kind kind, std::size_t l) c
                               std::to_string(l));
     return {data_.get() + offsets_[i] + l * t.block(), static_cast<std::size_t>(t.block())};
   }
-  throw std::out_of_range("llama2c::weights::tensor: the checkpoint has no such tensor (a "
-                          "shared classifier is the token embedding)");
+  throw std::out_of_range(
+      "llama2c::weights::tensor: the checkpoint has no such tensor (a "
+      "shared classifier is the token embedding)");
 }
 
 }  // namespace specdec::llama2c

@@ -57,14 +57,15 @@ inline void rope_table(const config& c, bool sines, std::span<float> out) {
 inline void write_checkpoint(const std::filesystem::path& path, const config& c,
                              const tensor_source& source) {
   namespace fs = std::filesystem;
-  if (c.dim == 0 || c.hidden_dim == 0 || c.n_layers == 0 || c.n_heads == 0 ||
-      c.n_kv_heads == 0 || c.vocab_size == 0 || c.seq_len == 0 || c.dim % c.n_heads != 0 ||
+  if (c.dim == 0 || c.hidden_dim == 0 || c.n_layers == 0 || c.n_heads == 0 || c.n_kv_heads == 0 ||
+      c.vocab_size == 0 || c.seq_len == 0 || c.dim % c.n_heads != 0 ||
       c.n_heads % c.n_kv_heads != 0 || c.head_size() % 2 != 0)
-    detail::writer_error(path, "invalid configuration (every field positive, dim a multiple of "
-                               "n_heads, n_heads of n_kv_heads, an even head size)");
+    detail::writer_error(path,
+                         "invalid configuration (every field positive, dim a multiple of "
+                         "n_heads, n_heads of n_kv_heads, an even head size)");
   constexpr std::size_t int32_max = 2147483647;
-  for (std::size_t v : {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size,
-                        c.seq_len})
+  for (std::size_t v :
+       {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len})
     if (v > int32_max) detail::writer_error(path, "a header field exceeds 2^31 - 1");
 
   fs::path dir = path.parent_path();
@@ -80,14 +81,14 @@ inline void write_checkpoint(const std::filesystem::path& path, const config& c,
   const fs::path tmp = dir / tmp_name;
   std::FILE* raw = std::fopen(tmp.c_str(), "wb");
   if (raw == nullptr)
-    detail::writer_error(path, "cannot create '" + tmp.string() +
-                                   "': " + std::error_code(errno, std::generic_category()).message());
+    detail::writer_error(path, "cannot create '" + tmp.string() + "': " +
+                                   std::error_code(errno, std::generic_category()).message());
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(raw, &std::fclose);
   try {
     const auto put = [&](const void* data, std::size_t bytes) {
       if (bytes != 0 && std::fwrite(data, 1, bytes, out.get()) != bytes)
-        detail::writer_error(path, "write failed: " +
-                                       std::error_code(errno, std::generic_category()).message());
+        detail::writer_error(
+            path, "write failed: " + std::error_code(errno, std::generic_category()).message());
     };
     const auto header = detail::header_fields(c);
     put(header.data(), sizeof(header));
@@ -105,12 +106,13 @@ inline void write_checkpoint(const std::filesystem::path& path, const config& c,
       }
     }
     if (std::fflush(out.get()) != 0 || ::fsync(::fileno(out.get())) != 0)
-      detail::writer_error(path, "flush failed: " +
-                                     std::error_code(errno, std::generic_category()).message());
+      detail::writer_error(
+          path, "flush failed: " + std::error_code(errno, std::generic_category()).message());
     std::FILE* f = out.release();
     if (std::fclose(f) != 0) detail::writer_error(path, "close failed");
     fs::rename(tmp, path, ec);
-    if (ec) detail::writer_error(path, "cannot rename the finished file into place: " + ec.message());
+    if (ec)
+      detail::writer_error(path, "cannot rename the finished file into place: " + ec.message());
   } catch (...) {
     if (out) out.reset();
     fs::remove(tmp, ec);

@@ -5,10 +5,10 @@
 // The weights W (out x in) are row-major as the file stores them: one output's weights are
 // contiguous. Y = X * W^T is computed one block of 4 weight rows at a time (8 for 1-2
 // activation rows, 6 for 3-4): the block is streamed from memory once, then every tile of up
-// to 6 activation rows is multiplied with it while it sits in L1 (4 rows x 768 floats = 12 KiB; 24 KiB for the FFN's 2048-wide
-// rows). So the weight bytes read per call do not grow with the batch (n = 1 to the largest
-// tree), and a call of n rows costs one weight stream plus n times the arithmetic: the
-// memory-bound regime where scoring K + 1 draft tokens costs little more than one.
+// to 6 activation rows is multiplied with it while it sits in L1 (4 rows x 768 floats = 12 KiB; 24
+// KiB for the FFN's 2048-wide rows). So the weight bytes read per call do not grow with the batch
+// (n = 1 to the largest tree), and a call of n rows costs one weight stream plus n times the
+// arithmetic: the memory-bound regime where scoring K + 1 draft tokens costs little more than one.
 //
 // Inside a tile, R x O accumulators hold packets of partial dot products along `in`, reduced
 // once at the end; the inner step loads O weight packets and R activation packets for R * O
@@ -19,13 +19,12 @@
 // form one job. Small matrices (the 260K model's) run on the calling thread alone.
 #pragma once
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
 #include <span>
-
-#include <Eigen/Core>
 
 #include "llama2c/thread_pool.hpp"
 
@@ -126,9 +125,9 @@ inline void tile_rows(int rows, const float* x, std::ptrdiff_t ldx, std::ptrdiff
 // tile and from L1 by the others. The rows are cut into tiles of nearly equal size (n = 7: 4 + 3,
 // not 6 + 1), since a one-row tile costs almost as many cycles as a full one.
 template <int O>
-inline void block_all_rows(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n,
-                           std::ptrdiff_t in, const float* w, float* y, std::ptrdiff_t ldy,
-                           bool add, std::ptrdiff_t ahead) {
+inline void block_all_rows(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n, std::ptrdiff_t in,
+                           const float* w, float* y, std::ptrdiff_t ldy, bool add,
+                           std::ptrdiff_t ahead) {
   const std::ptrdiff_t tiles = (n + max_tile_rows - 1) / max_tile_rows;
   std::ptrdiff_t r = 0;
   for (std::ptrdiff_t t = 0; t < tiles; ++t) {
@@ -181,9 +180,12 @@ inline constexpr int outputs_per_block(std::ptrdiff_t n) {
 inline void matmul_range(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n, std::ptrdiff_t in,
                          const matmul_task& t, std::ptrdiff_t begin, std::ptrdiff_t end) {
   switch (detail::outputs_per_block(n)) {
-    case 8: return detail::blocks<8>(x, ldx, n, in, t, begin, end);
-    case 6: return detail::blocks<6>(x, ldx, n, in, t, begin, end);
-    default: return detail::blocks<detail::block_outputs>(x, ldx, n, in, t, begin, end);
+    case 8:
+      return detail::blocks<8>(x, ldx, n, in, t, begin, end);
+    case 6:
+      return detail::blocks<6>(x, ldx, n, in, t, begin, end);
+    default:
+      return detail::blocks<detail::block_outputs>(x, ldx, n, in, t, begin, end);
   }
 }
 
@@ -207,7 +209,8 @@ inline void matmul(thread_pool* pool, const float* x, std::ptrdiff_t ldx, std::p
   const auto threads = static_cast<std::ptrdiff_t>(pool->size());
   std::ptrdiff_t chunk = std::max<std::ptrdiff_t>(O, total_out / (threads * 8) / O * O);
   std::size_t chunks = 0;
-  for (const matmul_task& t : tasks) chunks += static_cast<std::size_t>((t.out + chunk - 1) / chunk);
+  for (const matmul_task& t : tasks)
+    chunks += static_cast<std::size_t>((t.out + chunk - 1) / chunk);
   auto body = [&](std::size_t i) {
     for (const matmul_task& t : tasks) {
       const auto here = static_cast<std::size_t>((t.out + chunk - 1) / chunk);
@@ -228,13 +231,13 @@ inline std::size_t attention_slice(std::size_t n, std::size_t T) { return (n * T
 
 /// One layer's attention for n query rows over a KV cache (see attention()).
 struct attention_args {
-  const float* q = nullptr;        ///< n x (n_heads * head_size), row-major, RoPE applied
-  const float* k = nullptr;        ///< cache rows x kv_dim, row-major (rows 0..T-1 are read)
-  const float* v = nullptr;        ///< same layout as k
-  float* out = nullptr;            ///< n x (n_heads * head_size)
-  float* scores = nullptr;         ///< scratch: n_heads * attention_slice(n, T) floats, aligned
-  std::ptrdiff_t n = 0;            ///< query rows
-  std::ptrdiff_t context = 0;      ///< cache rows before the batch (T = context + n)
+  const float* q = nullptr;    ///< n x (n_heads * head_size), row-major, RoPE applied
+  const float* k = nullptr;    ///< cache rows x kv_dim, row-major (rows 0..T-1 are read)
+  const float* v = nullptr;    ///< same layout as k
+  float* out = nullptr;        ///< n x (n_heads * head_size)
+  float* scores = nullptr;     ///< scratch: n_heads * attention_slice(n, T) floats, aligned
+  std::ptrdiff_t n = 0;        ///< query rows
+  std::ptrdiff_t context = 0;  ///< cache rows before the batch (T = context + n)
   std::ptrdiff_t n_heads = 0, n_kv_heads = 0, head_size = 0;
   /// Tree mode: row i may see batch row j iff allowed[i * n + j]; null = causal (j <= i).
   const unsigned char* allowed = nullptr;
@@ -261,8 +264,8 @@ inline void attention(thread_pool* pool, const attention_args& a) {
     Eigen::Map<const row_major, 0, stride> v(a.v + kv, T, hs, stride(kv_ld));
     Eigen::Map<row_major, 0, stride> out(a.out + h * hs, a.n, hs, stride(q_ld));
     Eigen::Map<row_major> s(
-        a.scores + h * static_cast<std::ptrdiff_t>(attention_slice(
-                           static_cast<std::size_t>(a.n), static_cast<std::size_t>(T))),
+        a.scores + h * static_cast<std::ptrdiff_t>(attention_slice(static_cast<std::size_t>(a.n),
+                                                                   static_cast<std::size_t>(T))),
         a.n, T);
     s.noalias() = q * k.transpose();
     for (std::ptrdiff_t i = 0; i < a.n; ++i) {

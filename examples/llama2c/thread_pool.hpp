@@ -29,8 +29,8 @@ namespace specdec::llama2c {
  */
 class thread_pool {
  public:
-  /// A pool of `threads` threads (the caller included): 0 means std::thread::hardware_concurrency().
-  /// Throws std::invalid_argument for more than 256.
+  /// A pool of `threads` threads (the caller included): 0 means
+  /// std::thread::hardware_concurrency(). Throws std::invalid_argument for more than 256.
   explicit thread_pool(std::size_t threads = 0) {
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
     if (threads > 256)
@@ -70,15 +70,15 @@ class thread_pool {
     generation_.notify_all();
     take_chunks();
     // Wait for the workers to leave the job (each signals once, after its last chunk).
-    for (unsigned spins = 0; finished_.load(std::memory_order_acquire) != workers_.size();
-         ++spins)
+    for (unsigned spins = 0; finished_.load(std::memory_order_acquire) != workers_.size(); ++spins)
       pause(spins);
   }
 
   /// run() with a callable: f(i) for every i in [0, chunks).
   template <class F>
   void for_each(std::size_t chunks, F& f) {
-    run(chunks, [](void* c, std::size_t i) { (*static_cast<F*>(c))(i); }, &f);
+    run(
+        chunks, [](void* c, std::size_t i) { (*static_cast<F*>(c))(i); }, &f);
   }
 
  private:

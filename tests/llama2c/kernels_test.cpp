@@ -2,16 +2,14 @@
 // (tile remainders, output remainders, k tails), on one thread and on a pool of two, and the
 // thread pool itself. Needs no checkpoint.
 #define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
-#include <random>
-#include <vector>
-
 #include <llama2c/kernels.hpp>
 #include <llama2c/thread_pool.hpp>
+#include <random>
+#include <vector>
 
 namespace l2 = specdec::llama2c;
 
