@@ -78,6 +78,8 @@ struct row {
   std::string name;
   std::function<sb::totals(float temperature)> run;
   double draft_t1 = 0.0;  // the draft model's t(1), 0 for n-gram lookup
+  bool tree = false;      // drafts token trees (its steps cost t(nodes + 1))
+  bool quoting = false;   // decodes the quoting prompts (compared with plain decoding of those)
 };
 
 // Interpolated t(x) for a fractional token count (trees: mean nodes per step + 1).
@@ -167,12 +169,9 @@ int main(int argc, char** argv) {
   const auto cd = specdec::candidate_draw::iid;
 
   std::vector<row> rows;
-  std::vector<bool> is_tree, on_quoting;
   const auto add = [&](std::string name, std::function<sb::totals(float)> run, double t1, bool tree,
                        bool quote) {
-    rows.push_back({std::move(name), std::move(run), t1});
-    is_tree.push_back(tree);
-    on_quoting.push_back(quote);
+    rows.push_back({std::move(name), std::move(run), t1, tree, quote});
   };
   add(
       "plain",
@@ -236,18 +235,17 @@ int main(int argc, char** argv) {
       if (runs.speedup[i].empty()) continue;
       const sb::totals& s = runs.last[i];
       // Speed-ups are against plain decoding of the same prompts.
-      const std::size_t ref = on_quoting[i] ? 1 : 0;
+      const std::size_t ref = rows[i].quoting ? 1 : 0;
       std::vector<double> ratios;
       for (std::size_t r = 0; r < runs.tokens_per_second[i].size(); ++r)
         ratios.push_back(runs.tokens_per_second[i][r] / runs.tokens_per_second[ref][r]);
       const double speedup = sb::median(ratios);
-      const sb::totals& plain = runs.last[ref];
-      const double plain_pred = static_cast<double>(plain.generated) * t[1] / plain.generated;
+      // Plain decoding costs t(1) per token; the row, its predicted seconds per token.
       const double pred = i <= 1 ? 1.0
-                                 : plain_pred * static_cast<double>(s.generated) /
-                                       predicted_seconds(s, t, rows[i].draft_t1, is_tree[i]);
+                                 : t[1] * static_cast<double>(s.generated) /
+                                       predicted_seconds(s, t, rows[i].draft_t1, rows[i].tree);
       // Where the time went: the target calls' measured seconds over the calibration's.
-      const double target_ratio = s.target / predicted_target_seconds(s, t, is_tree[i]);
+      const double target_ratio = s.target / predicted_target_seconds(s, t, rows[i].tree);
       std::printf("%-24s %8.2f %7.2fx %8.2fx %6.2f %6s %6.1f%% %6.1f%% %8.2f\n",
                   rows[i].name.c_str(), s.tokens_per_call(), speedup, pred, speedup / pred,
                   speedup / pred < 0.9 ? "<0.9" : "", s.percent(s.draft), s.percent(s.target),
