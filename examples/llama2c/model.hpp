@@ -3,8 +3,9 @@
 //
 // A reference adapter: it shows what an engine adapter must do (batched append, O(1) truncate,
 // tree attention with an ancestor mask, commit by compacting K/V rows) on a model small enough
-// to read in one sitting. The matrix products run on a thread pool (kernels.hpp); everything
-// else is single-threaded. One model object per calling thread.
+// to read in one sitting. The weight products and attention run on a thread pool (kernels.hpp);
+// norms, RoPE and the cache bookkeeping on the calling thread. One model object per calling
+// thread.
 #pragma once
 
 #include <algorithm>
@@ -12,7 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <limits>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -45,7 +45,6 @@ struct model_options {
   /// overrides `threads`.
   std::shared_ptr<thread_pool> pool = nullptr;
 };
-
 
 /**
  * The llama2.c Llama-2 transformer (RMSNorm, RoPE, grouped-query attention, SwiGLU) with a KV
