@@ -21,6 +21,7 @@
 #include "specdec/tree/token_tree.hpp"
 #include "specdec/tree/tree_draft.hpp"
 #include "specdec/tree/tree_fallback.hpp"
+#include "specdec/verify/block.hpp"
 #include "specdec/verify/greedy.hpp"
 #include "specdec/verify/multi_candidate.hpp"
 #include "specdec/verify/rejection.hpp"
@@ -28,6 +29,12 @@
 namespace specdec {
 
 /// Options of one generation. Validated by generate()/start(); the error names the field.
+/// How a chain of sampled drafts is verified (greedy decoding is exact match either way).
+enum class chain_verification {
+  token,  ///< token by token (verify_rejection): each draft on its own p(x) / q(x)
+  block,  ///< the block jointly (verify_block): never fewer tokens per step, same distribution
+};
+
 struct generate_options {
   std::size_t max_new_tokens = 128;    ///< stop after this many generated tokens (>= 1)
   std::vector<token_id> stop_tokens;   ///< stop after emitting any of these (it is returned)
@@ -41,6 +48,8 @@ struct generate_options {
   /// How a sampling tree drafter draws each node's candidates: iid (MCSD Algorithm 1) or
   /// without_replacement (Algorithm 2). Greedy and n-gram drafts are deterministic regardless.
   candidate_draw tree_draw = candidate_draw::iid;
+  /// Verification of a chain (not of a tree): token-wise or block. Both are lossless.
+  chain_verification verification = chain_verification::token;
   /// Keep the part of the target's context that the new prompt shares with the previous
   /// generation's history (multi-turn chat, continuing a generation) instead of feeding the
   /// whole prompt again. Used only while the target still holds exactly what this decoder left
@@ -205,7 +214,9 @@ class speculative_decoder {
       const logits_view q(draft_.q.data(), draft_.deterministic() ? 0 : static_cast<Eigen::Index>(n),
                           static_cast<Eigen::Index>(v));
       // Exact-match verification when greedy (verify_rejection delegates to verify_greedy).
-      verdict = verify_rejection(rows, drafts, q, options_.sampling, gen_, verify_ws_);
+      verdict = options_.verification == chain_verification::block
+                    ? verify_block(rows, drafts, q, options_.sampling, gen_, block_ws_)
+                    : verify_rejection(rows, drafts, q, options_.sampling, gen_, verify_ws_);
     } catch (...) {
       target_.truncate(h - 1);
       throw;
@@ -383,7 +394,14 @@ class speculative_decoder {
         throw std::invalid_argument(
             "generate_options.tree_draw: must be iid or without_replacement (deterministic "
             "drafters say so themselves)");
+      if (o.verification == chain_verification::block)
+        throw std::invalid_argument(
+            "generate_options.verification: block verification applies to a chain; a tree is "
+            "verified by multi-candidate speculative sampling (leave verification = token)");
     }
+    if (o.verification != chain_verification::token &&
+        o.verification != chain_verification::block)
+      throw std::invalid_argument("generate_options.verification: not token or block");
   }
 
   // Marks the run done when a limit is reached (after emitting `t`, if given).
@@ -414,6 +432,7 @@ class speculative_decoder {
   std::vector<token_id> feed_;
   std::vector<float> logits_;
   rejection_workspace verify_ws_;
+  block_workspace block_ws_;
   std::vector<token_id> accepted_tokens_;
   tree_draft tree_draft_;
   tree_eval_workspace tree_eval_ws_;

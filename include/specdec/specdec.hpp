@@ -20,6 +20,7 @@
 #include "specdec/math/warp.hpp"
 #include "specdec/stats.hpp"
 #include "specdec/types.hpp"
+#include "specdec/verify/block.hpp"
 #include "specdec/verify/greedy.hpp"
 #include "specdec/verify/rejection.hpp"
 #include "specdec/verify/result.hpp"
