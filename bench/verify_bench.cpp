@@ -9,11 +9,18 @@
 //                                   case 0: temperature 1, full q rows   1: temperature 1, one-hot
 //                                   2: top_p 0.9, full q   3: top_p 0.9, one-hot
 //                                   4: top_k 50, full q    5: top_k 50, one-hot
+//   BM_VerifyBlock/case/K/V         verify_block over the same rows and full q rows (cases 0, 2,
+//                                   4 above; one-hot drafts go to verify_rejection), every draft
+//                                   kept (q(x) < p(x) keeps every weight at 1, so every stop
+//                                   score is 1); same reference. Block verification warps every
+//                                   row and reads q's rows in full, so its ratio is the cost of
+//                                   judging the block jointly.
 //
 // Each iteration runs the reference, then the subject, on the same rows, both timed with the
-// thread's CPU clock (bench/support/timing.hpp, paired_timer); the reported time is the subject's (manual time), and the counters are
-// ref_us (the reference per call) and ratio = sum(subject) / sum(reference) over the same
-// iterations, so slow phases of the shared machine hit both sides alike.
+// thread's CPU clock (bench/support/timing.hpp, paired_timer); the reported time is the subject's
+// (manual time), and the counters are ref_us (the reference per call) and ratio = sum(subject) /
+// sum(reference) over the same iterations, so slow phases of the shared machine hit both sides
+// alike.
 //
 // Rows: logits = 3 * N(0, 1), plus four peaked tokens at the row's max + 4, + 2, + 1, + 0.5; the
 // draft token of a row is its top peaked token. Full q rows are warp() of the same logits with the
@@ -23,7 +30,8 @@
 // accepted, `support` the number of tokens with p > 0 in the last row.
 //
 //   cmake --preset bench && cmake --build --preset bench --target verify_bench
-//   build/bench/bench/verify_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true --benchmark_min_time=0.2
+//   build/bench/bench/verify_bench --benchmark_repetitions=5
+//   --benchmark_report_aggregates_only=true --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -32,10 +40,10 @@
 #include <cstdint>
 #include <random>
 #include <span>
-#include <vector>
-
+#include <specdec/verify/block.hpp>
 #include <specdec/verify/greedy.hpp>
 #include <specdec/verify/rejection.hpp>
+#include <vector>
 
 #include "bench/support/timing.hpp"
 
@@ -46,7 +54,7 @@ using specdec::token_id;
 
 struct rows {
   std::size_t n = 0, v = 0;
-  std::vector<float> logits;  // n x v
+  std::vector<float> logits;     // n x v
   std::vector<token_id> drafts;  // n - 1, the top peaked token of each row
   specdec::logits_view view() const {
     return {logits.data(), static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(v)};
@@ -191,6 +199,47 @@ void BM_VerifyRejection(benchmark::State& state) {
   state.counters["support"] = static_cast<double>(support);
 }
 
+void BM_VerifyBlock(benchmark::State& state) {
+  const auto mode = state.range(0);
+  const auto k = static_cast<std::size_t>(state.range(1));
+  const auto v = static_cast<std::size_t>(state.range(2));
+  specdec::sampling_params sp;
+  sp.temperature = 1.0f;
+  if (mode / 2 == 1) sp.top_p = 0.9f;
+  if (mode / 2 == 2) sp.top_k = 50;
+  const rows r = make_rows(k + 1, v, 7 * k + v);
+  specdec::row_matrix q(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(v));
+  std::vector<float> lowered(v);
+  for (std::size_t i = 0; i < k; ++i) {
+    const auto row = r.row(i);
+    lowered.assign(row.begin(), row.end());
+    lowered[static_cast<std::size_t>(r.drafts[i])] -= 1.0f;
+    specdec::warp(lowered, sp, std::span<float>(q.row(static_cast<Eigen::Index>(i)).data(), v));
+  }
+  const specdec::logits_view qv(q.data(), q.rows(), q.cols());
+  specdec::block_workspace ws;
+  specdec::rng gen(1);
+  if (specdec::verify_block(r.view(), r.drafts, qv, sp, gen, ws).accepted != k) {
+    state.SkipWithError("a draft was not kept");
+    return;
+  }
+  sb::paired_timer<sb::thread_cpu_clock> timer;
+  std::size_t accepted = 0, calls = 0;
+  for (auto _ : state) {
+    timer.reference([&] { benchmark::DoNotOptimize(reference_lse(r)); });
+    specdec::verify_result res;
+    const double s = timer.subject([&] {
+      res = specdec::verify_block(r.view(), r.drafts, qv, sp, gen, ws);
+      benchmark::DoNotOptimize(res);
+    });
+    accepted += res.accepted;
+    ++calls;
+    state.SetIterationTime(s);
+  }
+  timer.report(state);
+  state.counters["accepted"] = static_cast<double>(accepted) / static_cast<double>(calls);
+}
+
 void greedy_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"K", "V"});
   for (int k : {4, 8})
@@ -204,6 +253,13 @@ void rejection_args(benchmark::internal::Benchmark* b) {
       for (int v : {32000, 128256, 151936}) b->Args({c, k, v});
 }
 
+void block_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"case", "K", "V"});
+  for (int c : {0, 2, 4})
+    for (int k : {4, 8})
+      for (int v : {32000, 128256, 151936}) b->Args({c, k, v});
+}
+
 }  // namespace
 
 BENCHMARK(BM_VerifyGreedy)->Apply(greedy_args)->UseManualTime()->Unit(benchmark::kMicrosecond);
@@ -211,5 +267,7 @@ BENCHMARK(BM_VerifyRejection)
     ->Apply(rejection_args)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
+
+BENCHMARK(BM_VerifyBlock)->Apply(block_args)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

@@ -2,6 +2,7 @@
 // "Block Verification Accelerates Speculative Decoding", ICLR 2025).
 #pragma once
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cstddef>
 #include <span>
@@ -53,10 +54,11 @@ struct block_workspace {
  * verification coincides with it in distribution and this calls verify_rejection. With
  * sp.temperature == 0 it is verify_greedy.
  *
- * Cost: one warp of every row read (a full row of p is needed for r_i), plus one pass over q's
- * row, and one more warp for the last row when every draft is kept; token-wise verification
- * reads p(x) alone on its fast paths. Throws std::invalid_argument for a draft token outside
- * [0, V), for q(x) = 0, or for mismatched shapes; std::domain_error for NaN or +inf logits.
+ * Cost: every row read is turned into a full row of p (r_i needs it): with temperature alone a
+ * max pass and an exp pass, otherwise a warp; plus one pass over q's row, and the last row once
+ * more when every draft is kept. Token-wise verification reads p(x) alone on its fast paths. Throws
+ * std::invalid_argument for a draft token outside [0, V), for q(x) = 0, or for mismatched shapes;
+ * std::domain_error for NaN or +inf logits.
  */
 inline verify_result verify_block(logits_view target, std::span<const token_id> drafts,
                                   logits_view q, const sampling_params& sp, rng& gen,
@@ -93,31 +95,53 @@ inline verify_result verify_block(logits_view target, std::span<const token_id> 
   ws.row_a.resize(v);
   ws.row_b.resize(v);
   ws.residual.resize(v);
-  // `latest` holds the warped target row of the position being scanned; `best` the row after the
-  // kept prefix (the row `next` is drawn from). They share a buffer while the latest prefix is
-  // the kept one; a new row is written into the buffer `best` does not use.
+  // With temperature alone a row is kept as its exp weights e and 1 / sum(e) (p = e / sum, one
+  // pass fewer than warp's normalisation); otherwise as warp's p with a scale of 1.
+  const bool temperature_only =
+      (sp.top_k == 0 || sp.top_k >= v) && !(sp.top_p < 1.0f) && !(sp.min_p > 0.0f);
+  const float inv_t = 1.0f / sp.temperature;
+  const auto load = [&](std::size_t i, std::vector<float>& out) -> double {
+    const auto logits = target_row(i);
+    if (!temperature_only) {
+      warp(logits, sp, out, ws.warp);
+      return 1.0;
+    }
+    bool masked = false;
+    const float m = checked_max(logits, &masked);
+    const double total =
+        masked ? detail::exp_blocks<true>(logits.data(), v, m, inv_t, out.data(), nullptr)
+               : detail::exp_blocks<false>(logits.data(), v, m, inv_t, out.data(), nullptr);
+    return 1.0 / total;
+  };
+  // `latest` holds the target row of the position being scanned; `best` the row after the kept
+  // prefix (the row `next` is drawn from). They share a buffer while the latest prefix is the
+  // kept one; a new row is written into the buffer `best` does not use.
   std::vector<float>* best = &ws.row_a;
   std::vector<float>* latest = &ws.row_a;
-  warp(target_row(0), sp, *latest, ws.warp);
+  double latest_scale = load(0, *latest), best_scale = latest_scale;
 
   std::size_t kept = 0;
   double weight = 1.0, kept_weight = 1.0;
   for (std::size_t i = 1; i <= n; ++i) {
     const auto x = static_cast<std::size_t>(drafts[i - 1]);
-    const double px = (*latest)[x];
+    const double px = (*latest)[x] * latest_scale;
     const double qx = q(static_cast<Eigen::Index>(i - 1), static_cast<Eigen::Index>(x));
     weight = std::min(1.0, weight * px / qx);
     if (!(weight > 0.0)) break;  // no prefix through x_i can be kept: all later h are 0
     double h = weight;           // h_n
     if (i < n) {
       std::vector<float>* next_row = best == &ws.row_a ? &ws.row_b : &ws.row_a;
-      warp(target_row(i), sp, *next_row, ws.warp);
+      latest_scale = load(i, *next_row);
       latest = next_row;
+      // r_i: float lanes within blocks of detail::block values, the block sums added in double
+      // (the rounding of a lane sum stays near float's own, as in sample()).
       const auto qi = q_row(i);
+      const auto scale = static_cast<float>(weight * latest_scale);
       double r = 0.0;
-      for (std::size_t y = 0; y < v; ++y) {
-        const double d = weight * static_cast<double>((*latest)[y]) - static_cast<double>(qi[y]);
-        if (d > 0.0) r += d;
+      for (std::size_t b = 0; b < v; b += detail::block) {
+        const auto len = static_cast<Eigen::Index>(std::min(detail::block, v - b));
+        const Eigen::Map<const Eigen::ArrayXf> pa(latest->data() + b, len), qa(qi.data() + b, len);
+        r += static_cast<double>((scale * pa - qa).max(0.0f).sum());
       }
       h = r > 0.0 ? r / (r + (1.0 - weight)) : 0.0;
     }
@@ -125,19 +149,20 @@ inline verify_result verify_block(logits_view target, std::span<const token_id> 
       kept = i;
       kept_weight = weight;
       best = latest;
+      best_scale = latest_scale;
     }
   }
-  if (kept == n) {
-    warp(target_row(n), sp, ws.residual, ws.warp);
+  if (kept == n) {  // the bonus token: sample() takes unnormalised weights
+    load(n, ws.residual);
     return {n, sample(ws.residual, gen)};
   }
   const auto qk = q_row(kept);
   const auto& p = *best;
-  for (std::size_t y = 0; y < v; ++y) {
-    const float d =
-        static_cast<float>(kept_weight * static_cast<double>(p[y]) - static_cast<double>(qk[y]));
-    ws.residual[y] = d > 0.0f ? d : 0.0f;
-  }
+  Eigen::Map<Eigen::ArrayXf>(ws.residual.data(), static_cast<Eigen::Index>(v)) =
+      (static_cast<float>(kept_weight * best_scale) *
+           Eigen::Map<const Eigen::ArrayXf>(p.data(), static_cast<Eigen::Index>(v)) -
+       Eigen::Map<const Eigen::ArrayXf>(qk.data(), static_cast<Eigen::Index>(v)))
+          .max(0.0f);
   if (detail::block_sums(ws.residual, nullptr) > residual_noise_floor)
     return {kept, sample(ws.residual, gen)};
   return {kept, sample(p, gen)};
