@@ -1,13 +1,12 @@
-#include <catch2/catch.hpp>
-#include <specdec/draft/ngram_drafter.hpp>
-
-#include "support/naive_prompt_lookup.hpp"
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <specdec/draft/ngram_drafter.hpp>
 #include <string>
 #include <vector>
+
+#include "support/naive_prompt_lookup.hpp"
 
 using specdec::ngram_drafter;
 using specdec::ngram_match_policy;
@@ -126,8 +125,8 @@ TEST_CASE("ngram_drafter: match policies break ties as documented") {
     CHECK(d.propose(h, 5) == tokens{9, 1, 2});
   }
   SECTION("longest_continuation takes the one offering the most tokens up to K") {
-    ngram_drafter d({.max_ngram = 2, .max_draft = 5,
-                     .match = ngram_match_policy::longest_continuation});
+    ngram_drafter d(
+        {.max_ngram = 2, .max_draft = 5, .match = ngram_match_policy::longest_continuation});
     CHECK(d.propose(h, 5) == tokens{3, 4, 5, 6, 1});
     // With K = 3 both earlier occurrences offer 3 tokens: the latest wins.
     CHECK(d.propose(h, 3) == tokens{9, 1, 2});
@@ -173,8 +172,9 @@ TEST_CASE("ngram_drafter: incremental index agrees with a naive rescan") {
   struct setting {
     std::size_t min_ngram, max_ngram, max_draft;
   };
-  const std::vector<setting> settings{{1, 1, 4}, {1, 3, 8}, {2, 4, 8},
-                                      {3, 3, 16}, {2, 6, 5}, {1, 8, 32}};
+  // max_ngram = 0: unbounded (the suffix automaton).
+  const std::vector<setting> settings{{1, 1, 4},  {1, 3, 8}, {2, 4, 8},  {3, 3, 16}, {2, 6, 5},
+                                      {1, 8, 32}, {1, 0, 8}, {2, 0, 40}, {4, 0, 16}};
   const std::vector<std::size_t> ks{0, 1, 3, 8, 40};
   std::uint64_t seed = 1;
   std::size_t calls = 0, non_empty = 0, differs_by_policy = 0;
@@ -198,8 +198,8 @@ TEST_CASE("ngram_drafter: incremental index agrees with a naive rescan") {
             naive_prompt_lookup ref{o};
             lcg g{seed++};
             tokens h;
-            bool fresh = true;         // the next history starts a new sequence
-            bool explicit_p = false;   // set_prompt_length was called since the last reset
+            bool fresh = true;        // the next history starts a new sequence
+            bool explicit_p = false;  // set_prompt_length was called since the last reset
             std::size_t copy_from = SIZE_MAX;
             for (int step = 0; step < 120; ++step) {
               const std::size_t event = g.below(40);
@@ -272,4 +272,124 @@ TEST_CASE("ngram_drafter: a long repetitive stream stays exact") {
     REQUIRE(d.propose(h, 16) == ref.propose(h, 16));
   }
   CHECK(d.size() == h.size());
+}
+
+TEST_CASE("ngram_drafter: max_ngram = 0 matches the longest suffix of any length") {
+  SECTION("options") {
+    CHECK_NOTHROW(ngram_drafter({.min_ngram = 9, .max_ngram = 0}));
+    CHECK(ngram_drafter({.max_ngram = 0}).options().max_ngram == 0);
+  }
+  SECTION("a 6-token match beats a more recent 4-token one") {
+    ngram_drafter d({.min_ngram = 2, .max_ngram = 0, .max_draft = 3});
+    const tokens h{1, 2, 3, 4, 5, 6, 7, 8, 0, 3, 4, 5, 6, 9, 0, 1, 2, 3, 4, 5, 6};
+    CHECK(d.propose(h, 3) == tokens{7, 8, 0});
+    ngram_drafter bounded({.min_ngram = 2, .max_ngram = 4, .max_draft = 3});
+    CHECK(bounded.propose(h, 3) == tokens{9, 0, 1});
+  }
+  SECTION("a match shorter than min_ngram proposes nothing") {
+    ngram_drafter d({.min_ngram = 3, .max_ngram = 0});
+    CHECK(d.propose(tokens{1, 2, 9, 1, 2}, 4).empty());
+    CHECK(d.propose(tokens{1, 2, 9, 1, 2, 9, 1}, 4) == tokens{2, 9, 1});
+  }
+}
+
+TEST_CASE("ngram_drafter: unbounded lookup on adversarial streams agrees with a naive rescan") {
+  struct stream {
+    const char* name;
+    std::size_t length;
+  };
+  for (const auto match :
+       {ngram_match_policy::most_recent, ngram_match_policy::longest_continuation}) {
+    const ngram_options o{.min_ngram = 2, .max_ngram = 0, .max_draft = 16, .match = match};
+    for (const stream s : {stream{"one token", 400}, stream{"period 2", 400},
+                           stream{"long repeats", 1500}, stream{"period 7 with noise", 800}}) {
+      INFO(s.name << " match " << int(match));
+      lcg g{7};
+      tokens h;
+      const tokens block = [&] {
+        tokens b;
+        for (int i = 0; i < 300; ++i) b.push_back(static_cast<token_id>(g.below(1000)));
+        return b;
+      }();
+      auto token_at = [&](std::size_t i) -> token_id {
+        const std::string name = s.name;
+        if (name == "one token") return 3;
+        if (name == "period 2") return static_cast<token_id>(i % 2);
+        if (name == "long repeats") return g.below(50) == 0 ? 5000 : block[i % block.size()];
+        return g.below(10) == 0 ? 6000 : static_cast<token_id>(i % 7);
+      };
+      ngram_drafter d(o);
+      naive_prompt_lookup ref{o};
+      for (std::size_t i = 0; i < 20; ++i) h.push_back(token_at(h.size()));
+      ref.prompt_length = h.size();
+      REQUIRE(d.propose(h, 16) == ref.propose(h, 16));
+      while (h.size() < s.length) {
+        tokens c;
+        for (std::size_t j = 0, n = 1 + g.below(9); j < n; ++j) c.push_back(token_at(h.size() + j));
+        h.insert(h.end(), c.begin(), c.end());
+        d.accept(c);
+        INFO("size " << h.size());
+        REQUIRE(d.propose(h, 16) == ref.propose(h, 16));
+        if (h.size() % 10 < 3) REQUIRE(d.propose_candidates(h, 8, 4) == ref.candidates(h, 8, 4));
+      }
+    }
+  }
+}
+
+TEST_CASE("ngram_drafter: unbounded lookup on a 1M-token stream") {
+  SECTION("one repeated token") {
+    ngram_drafter d({.max_ngram = 0, .max_draft = 64});
+    const tokens h(std::size_t{1} << 20, 11);
+    // The longest match (n - 1 tokens) has one earlier occurrence, ending one token before.
+    CHECK(d.propose(h, 64) == tokens{11});
+    CHECK(d.propose_candidates(h, 64, 4) == std::vector<tokens>{tokens{11}});
+  }
+  SECTION("random copies, checked against the naive rule at sampled positions") {
+    lcg g{2024};
+    tokens h;
+    std::size_t copy_from = SIZE_MAX;
+    while (h.size() < (std::size_t{1} << 20)) h.push_back(next_token(g, h, 32000, true, copy_from));
+    ngram_drafter d({.max_ngram = 0, .max_draft = 32});
+    naive_prompt_lookup ref{d.options()};
+    for (const std::size_t n : {std::size_t{1} << 18, std::size_t{700001}, h.size()}) {
+      const tokens prefix(h.begin(), h.begin() + static_cast<std::ptrdiff_t>(n));
+      ref.prompt_length = n;
+      REQUIRE(d.propose(prefix, 32) == ref.propose(prefix, 32));
+      REQUIRE(d.propose_candidates(prefix, 8, 4) == ref.candidates(prefix, 8, 4));
+    }
+    CHECK(d.size() == h.size());
+  }
+}
+
+TEST_CASE("ngram_drafter: tokens outside any vocabulary are indexed as symbols") {
+  // The drafter never judges token ids: negative or huge ids in the history are matched like any
+  // other (the decoder refuses a proposed token outside the target's vocabulary).
+  for (const std::size_t max_ngram : {std::size_t{0}, std::size_t{4}}) {
+    ngram_drafter d({.max_ngram = max_ngram});
+    const tokens h{-1, 2147483647, -2147483647 - 1, 9, -1, 2147483647};
+    CHECK(d.propose(h, 8) == tokens{-2147483647 - 1, 9, -1, 2147483647});
+  }
+}
+
+TEST_CASE("ngram_drafter: a history rewritten in the middle without reset") {
+  // Documented: the O(1) spot check (size, first and last indexed token) does not see a rewrite
+  // in the middle; the drafter keeps drafting from the tokens it indexed (still valid drafts,
+  // only worse guesses) and matches the new history after reset().
+  for (const std::size_t max_ngram : {std::size_t{0}, std::size_t{4}}) {
+    const ngram_options o{.max_ngram = max_ngram};
+    ngram_drafter d(o);
+    naive_prompt_lookup ref{o};
+    tokens h{1, 2, 3, 4, 5, 6, 1, 2};
+    CHECK(d.propose(h, 8) == tokens{3, 4, 5, 6, 1, 2});
+    tokens rewritten = h;
+    rewritten[2] = 30;
+    rewritten.push_back(30);
+    h.push_back(30);  // what the drafter holds: the old middle, the new tail
+    ref.prompt_length = h.size();
+    CHECK(d.propose(rewritten, 8) == ref.propose(h, 8));
+    d.reset();
+    ref.prompt_length = rewritten.size();
+    CHECK(d.propose(rewritten, 8) == ref.propose(rewritten, 8));
+    CHECK(d.size() == rewritten.size());
+  }
 }

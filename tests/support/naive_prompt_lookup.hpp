@@ -6,11 +6,10 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <utility>
-#include <vector>
-
 #include <specdec/draft/ngram_drafter.hpp>
 #include <specdec/types.hpp>
+#include <utility>
+#include <vector>
 
 namespace specdec::test {
 
@@ -43,14 +42,32 @@ struct naive_prompt_lookup {
     return tokens(h.begin() + static_cast<std::ptrdiff_t>(e + 1),
                   h.begin() + static_cast<std::ptrdiff_t>(e + 1 + count));
   }
+  // Per earlier end e <= limit - 2: the length of the longest common suffix of h[0..e] and h.
+  std::vector<std::size_t> common_suffix(const tokens& h) const {
+    const std::size_t n = h.size(), lim = limit(h);
+    std::vector<std::size_t> l(lim >= 2 ? lim - 1 : 0, 0);
+    for (std::size_t e = 0; e < l.size(); ++e)
+      while (l[e] <= e && h[e - l[e]] == h[n - 1 - l[e]]) ++l[e];
+    return l;
+  }
+  // max_ngram = 0 (unbounded): the longest length that has an earlier occurrence.
+  std::size_t longest(const tokens& h) const {
+    if (o.max_ngram != 0) return o.max_ngram;
+    const auto l = common_suffix(h);
+    return l.empty() ? 0 : *std::max_element(l.begin(), l.end());
+  }
+
   tokens propose(const tokens& h, std::size_t k) const {
     k = std::min(k, o.max_draft);
     if (k == 0) return {};
-    for (std::size_t m = o.max_ngram; m >= o.min_ngram; --m) {
+    for (std::size_t m = longest(h); m >= o.min_ngram && m > 0; --m) {
       const auto ends = occurrences(h, m);
       if (ends.empty()) continue;
       std::size_t best = ends.front();
-      if (o.match == ngram_match_policy::longest_continuation) {
+      if (o.match == ngram_match_policy::longest_continuation && o.max_ngram == 0) {
+        // Unbounded: the latest if it offers k tokens, else the earliest (it offers the most).
+        if (limit(h) - 1 - best < k) best = ends.back();
+      } else if (o.match == ngram_match_policy::longest_continuation) {
         std::size_t best_len = 0;
         for (std::size_t e : ends) {  // descending: '>' keeps the latest among equals
           const std::size_t len = std::min(k, limit(h) - 1 - e);
@@ -65,10 +82,46 @@ struct naive_prompt_lookup {
     std::vector<tokens> out;
     k = std::min(k, o.max_draft);
     if (k == 0 || n == 0) return out;
+    if (o.max_ngram == 0) return candidates_unbounded(h, k, n);
     for (std::size_t m = o.max_ngram; m >= o.min_ngram; --m) {
       const auto ends = occurrences(h, m);
       for (std::size_t i = 0; i < ends.size() && i < o.max_candidate_scan; ++i) {
         auto c = continuation(h, ends[i], k);
+        if (std::find(out.begin(), out.end(), c) != out.end()) continue;
+        out.push_back(std::move(c));
+        if (out.size() == n) return out;
+      }
+    }
+    return out;
+  }
+  // Unbounded: propose() first; then, per length from the longest match down to min_ngram, one
+  // continuation per following token ranked by how often it followed (ties: the latest), copied
+  // from the latest occurrence followed by it; duplicates skipped.
+  std::vector<tokens> candidates_unbounded(const tokens& h, std::size_t k, std::size_t n) const {
+    std::vector<tokens> out;
+    auto first = propose(h, k);
+    if (first.empty()) return out;
+    out.push_back(std::move(first));
+    const auto l = common_suffix(h);
+    for (std::size_t m = longest(h); m >= o.min_ngram && m > 0 && out.size() < n; --m) {
+      std::vector<std::size_t> ends;
+      for (std::size_t e = l.size(); e-- > 0;)
+        if (l[e] >= m) ends.push_back(e);
+      if (ends.empty()) continue;
+      std::vector<std::pair<std::size_t, std::size_t>> groups;  // (count, latest end)
+      for (const std::size_t e : ends) {  // descending: the first of a token is its latest
+        auto it = std::find_if(groups.begin(), groups.end(),
+                               [&](const auto& g) { return h[g.second + 1] == h[e + 1]; });
+        if (it == groups.end())
+          groups.emplace_back(1, e);
+        else
+          ++it->first;
+      }
+      std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second > b.second;
+      });
+      for (const auto& g : groups) {
+        auto c = continuation(h, g.second, k);
         if (std::find(out.begin(), out.end(), c) != out.end()) continue;
         out.push_back(std::move(c));
         if (out.size() == n) return out;

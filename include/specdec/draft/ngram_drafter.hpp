@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "specdec/concepts/drafter.hpp"
-#include "specdec/tree/token_tree.hpp"
-#include "specdec/tree/tree_draft.hpp"
 #include "specdec/detail/ngram_index.hpp"
+#include "specdec/detail/suffix_lookup.hpp"
 #include "specdec/math/rng.hpp"
 #include "specdec/math/sampling_params.hpp"
+#include "specdec/tree/token_tree.hpp"
+#include "specdec/tree/tree_draft.hpp"
 #include "specdec/types.hpp"
 
 namespace specdec {
@@ -52,9 +53,10 @@ enum class ngram_search_policy {
  * long spans gain from 16 (see docs/ngram.md).
  */
 struct ngram_options {
-  std::size_t min_ngram = 2;   ///< shortest suffix that may match, >= 1.
-  std::size_t max_ngram = 4;   ///< longest suffix tried first, in [min_ngram, 64].
-  std::size_t max_draft = 8;   ///< cap on the draft length K, >= 1; propose(k) uses min(k, cap).
+  std::size_t min_ngram = 2;  ///< shortest suffix that may match, >= 1.
+  std::size_t max_ngram = 4;  ///< longest suffix tried first, in [min_ngram, 64]; 0 = unbounded
+                              ///< (a suffix automaton: the longest earlier match of any length).
+  std::size_t max_draft = 8;  ///< cap on the draft length K, >= 1; propose(k) uses min(k, cap).
   ngram_match_policy match = ngram_match_policy::most_recent;
   ngram_search_policy search = ngram_search_policy::prompt_and_generated;
   std::size_t max_candidate_scan = 64;  ///< occurrences examined per n-gram length by
@@ -64,14 +66,14 @@ struct ngram_options {
     if (min_ngram < 1)
       throw std::invalid_argument("ngram_options.min_ngram: must be >= 1, got " +
                                   std::to_string(min_ngram));
-    if (min_ngram > max_ngram)
+    if (max_ngram != 0 && min_ngram > max_ngram)
       throw std::invalid_argument("ngram_options.min_ngram: must be <= max_ngram (" +
                                   std::to_string(max_ngram) + "), got " +
                                   std::to_string(min_ngram));
     if (max_ngram > detail::ngram_index::max_levels)
-      throw std::invalid_argument("ngram_options.max_ngram: must be <= " +
-                                  std::to_string(detail::ngram_index::max_levels) + ", got " +
-                                  std::to_string(max_ngram));
+      throw std::invalid_argument(
+          "ngram_options.max_ngram: must be <= " + std::to_string(detail::ngram_index::max_levels) +
+          ", got " + std::to_string(max_ngram));
     if (max_draft < 1)
       throw std::invalid_argument("ngram_options.max_draft: must be >= 1, got " +
                                   std::to_string(max_draft));
@@ -115,7 +117,7 @@ class ngram_drafter {
   /// Throws std::invalid_argument when `options` is invalid (see ngram_options::validate).
   explicit ngram_drafter(ngram_options options = {}) : options_(options) {
     options_.validate();
-    index_.configure(options_.min_ngram, options_.max_ngram);
+    if (!unbounded()) index_.configure(options_.min_ngram, options_.max_ngram);
   }
 
   const ngram_options& options() const noexcept { return options_; }
@@ -142,6 +144,7 @@ class ngram_drafter {
     k = std::min(k, options_.max_draft);
     const std::size_t limit = search_limit();
     if (k == 0 || limit < 2) return;
+    if (unbounded()) return propose_unbounded(k, out);
     for (std::size_t m = std::min(options_.max_ngram, index_.size()); m >= options_.min_ngram;
          --m) {
       std::uint32_t e = first_occurrence(m, limit);
@@ -166,6 +169,10 @@ class ngram_drafter {
     k = std::min(k, options_.max_draft);
     const std::size_t limit = search_limit();
     if (k == 0 || n == 0 || limit < 2) return result;
+    if (unbounded()) {
+      candidates_unbounded(k, n, result);
+      return result;
+    }
     std::vector<token_id> candidate;
     for (std::size_t m = std::min(options_.max_ngram, index_.size()); m >= options_.min_ngram;
          --m) {
@@ -205,13 +212,19 @@ class ngram_drafter {
   /// after reset (the next history is then indexed whole). O(c.size() * max_ngram).
   void accept(std::span<const token_id> committed) {
     if (!synced_) return;
-    check_length(index_.size() + committed.size());
-    index_.push(committed);
+    check_length(size() + committed.size());
+    if (unbounded())
+      lookup_.push(committed);
+    else
+      index_.push(committed);
   }
 
   /// specdec::Drafter: forgets the sequence and any set_prompt_length. Keeps allocated capacity.
   void reset() {
-    index_.clear();
+    if (unbounded())
+      lookup_.clear(false, 0);
+    else
+      index_.clear();
     synced_ = false;
     prompt_explicit_ = false;
     prompt_length_ = 0;
@@ -223,7 +236,9 @@ class ngram_drafter {
     prompt_explicit_ = true;
     prompt_length_ = n;
     if (synced_) {
-      const std::vector<token_id> copy(index_.tokens().begin(), index_.tokens().end());
+      const std::vector<token_id> copy =
+          unbounded() ? lookup_.history()
+                      : std::vector<token_id>(index_.tokens().begin(), index_.tokens().end());
       rebuild(copy);
     }
   }
@@ -231,13 +246,18 @@ class ngram_drafter {
   /// Pre-sizes the index for a context of `n` tokens so that growing to n never reallocates or
   /// rehashes (no latency spikes); sized for the worst case of all-distinct n-grams, about
   /// 32 * max_ngram + 4 * (max_ngram - min_ngram + 2) bytes per token. Survives reset().
-  void reserve(std::size_t n) { index_.reserve(n); }
+  void reserve(std::size_t n) {
+    if (unbounded())
+      lookup_.reserve(n);
+    else
+      index_.reserve(n);
+  }
 
   /// The prompt length in use (0 before the first history after reset, unless set).
   std::size_t prompt_length() const noexcept { return prompt_length_; }
 
   /// Number of indexed tokens (the history length as of the last call).
-  std::size_t size() const noexcept { return index_.size(); }
+  std::size_t size() const noexcept { return unbounded() ? lookup_.size() : index_.size(); }
 
  private:
   static constexpr std::uint32_t none = detail::ngram_index::none;
@@ -249,22 +269,36 @@ class ngram_drafter {
 
   // Brings the index up to `history`: appends its new tokens, or rebuilds on a mismatch.
   void sync(std::span<const token_id> history) {
-    const std::size_t n = index_.size();
-    const auto known = index_.tokens();
+    const std::size_t n = size();
     if (!synced_ || history.size() < n ||
-        (n > 0 && (history[0] != known[0] || history[n - 1] != known[n - 1]))) {
+        (n > 0 && (history[0] != indexed(0) || history[n - 1] != indexed(n - 1)))) {
       rebuild(history);
       return;
     }
     check_length(history.size());
-    index_.push(history.subspan(n));
+    if (unbounded())
+      lookup_.push(history.subspan(n));
+    else
+      index_.push(history.subspan(n));
+  }
+
+  bool unbounded() const noexcept { return options_.max_ngram == 0; }
+  token_id indexed(std::size_t i) const noexcept {
+    return unbounded() ? lookup_.at(i) : index_.tokens()[i];
   }
 
   void rebuild(std::span<const token_id> history) {
     check_length(history.size());
-    index_.clear();
     synced_ = false;
     if (!prompt_explicit_) prompt_length_ = history.size();
+    if (unbounded()) {
+      const bool prompt_only = options_.search == ngram_search_policy::prompt_only;
+      lookup_.clear(prompt_only, prompt_only ? prompt_length_ : 0);
+      lookup_.push(history);
+      synced_ = true;
+      return;
+    }
+    index_.clear();
     // The per-prompt-position table is read only by prompt_only search: don't build it otherwise.
     const std::size_t prompt_count =
         options_.search == ngram_search_policy::prompt_only && prompt_length_ > 0
@@ -277,6 +311,7 @@ class ngram_drafter {
 
   // Occurrences must end at or before limit - 2 so that at least one token follows them.
   std::size_t search_limit() const noexcept {
+    if (unbounded()) return lookup_.limit();
     return options_.search == ngram_search_policy::prompt_only
                ? std::min(prompt_length_, index_.size())
                : index_.size();
@@ -310,8 +345,57 @@ class ngram_drafter {
     out.insert(out.end(), tokens.begin(), tokens.end());
   }
 
+  // max_ngram = 0: the longest match from the suffix automaton (see detail/suffix_lookup.hpp).
+  void propose_unbounded(std::size_t k, std::vector<token_id>& out) {
+    const auto m = lookup_.match();
+    if (m.length < options_.min_ngram || m.state == detail::suffix_lookup::sam::root) return;
+    lookup_.append_continuation(unbounded_end(m.state, k), k, out);
+  }
+
+  // The occurrence the match policy picks. longest_continuation, unbounded: the latest
+  // occurrence if it offers k tokens, else the earliest (the one offering the most).
+  std::uint32_t unbounded_end(std::uint32_t state, std::size_t k) {
+    const std::uint32_t latest = lookup_.latest_end(state);
+    if (options_.match != ngram_match_policy::longest_continuation) return latest;
+    const std::size_t limit = lookup_.limit();
+    if (limit - 1 - latest >= k) return latest;
+    return std::min(latest, lookup_.automaton().first_end(state));
+  }
+
+  // Candidates: propose() first, then per state from the longest match down to min_ngram, one
+  // per following token, ranked by how often it followed (ties: the latest), each copied from the
+  // latest occurrence followed by that token.
+  void candidates_unbounded(std::size_t k, std::size_t n,
+                            std::vector<std::vector<token_id>>& result) {
+    auto m = lookup_.match();
+    if (m.length < options_.min_ngram || m.state == detail::suffix_lookup::sam::root) return;
+    append_unique(unbounded_end(m.state, k), k, result);
+    std::vector<detail::suffix_lookup::child_info> kids;
+    for (std::uint32_t s = m.state; result.size() < n && s != detail::suffix_lookup::sam::root &&
+                                    lookup_.automaton().length(s) >= options_.min_ngram;
+         s = lookup_.automaton().link(s)) {
+      lookup_.children(s, kids);
+      std::stable_sort(kids.begin(), kids.end(), [](const auto& a, const auto& b) {
+        return a.count != b.count ? a.count > b.count : a.last > b.last;
+      });
+      for (const auto& c : kids) {
+        append_unique(c.last - 1, k, result);
+        if (result.size() == n) return;
+      }
+    }
+  }
+
+  void append_unique(std::uint32_t e, std::size_t k,
+                     std::vector<std::vector<token_id>>& result) const {
+    std::vector<token_id> candidate;
+    lookup_.append_continuation(e, k, candidate);
+    if (std::find(result.begin(), result.end(), candidate) == result.end())
+      result.push_back(std::move(candidate));
+  }
+
   ngram_options options_;
   detail::ngram_index index_;
+  detail::suffix_lookup lookup_;
   std::size_t prompt_length_ = 0;
   bool prompt_explicit_ = false;
   bool synced_ = false;

@@ -1,0 +1,250 @@
+// specdec/detail/suffix_automaton.hpp - an online suffix automaton over a token stream with the
+// latest end position and the number of end positions of every state: the unbounded index
+// behind ngram_drafter (max_ngram = 0).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "specdec/detail/ngram_index.hpp"  // ngram_vector: huge-page-advised storage
+#include "specdec/detail/path_paint_forest.hpp"
+#include "specdec/types.hpp"
+
+namespace specdec::detail {
+
+/**
+ * The suffix automaton (Blumer et al. 1985) of the stream t[0..n], built online: a state is a
+ * class of substrings with the same set of end positions (endpos); `length(s)` is its longest
+ * member, `link(s)` the state of the longest suffix outside the class. Appending a token is
+ * amortised O(1) automaton work (at most 2n states and 3n transitions).
+ *
+ * What the drafter asks, with n the last position:
+ * - `match()`: the state of the longest suffix of t[0..n] that also ends at an earlier position
+ *   (the suffix link of the state of the whole stream); its length is unbounded.
+ * - `stats(s)`: over the end positions of s *before n*: the latest one and how many there are.
+ *   These are kept in a path_paint_forest over the suffix links (position i is painted onto the
+ *   link path of the state that ended at i when position i + 1 arrives), amortised O(log n).
+ * - `next(s, token)` and `for_each_child(s, f)`: transitions, for continuations ranked by count.
+ *
+ * Tokens are opaque 32-bit symbols: any token_id value (negative or beyond a vocabulary
+ * included) is indexed like any other.
+ *
+ * Memory: per state 24 bytes (with its first transition) + 28 (forest); per further transition
+ * 12 bytes + a 12-byte hash slot at load <= 1/2; plus 4 bytes per token for the copy of the stream.
+ * Not thread-safe (reads splay).
+ */
+class suffix_automaton {
+ public:
+  static constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+  static constexpr std::uint32_t root = 0;
+
+  suffix_automaton() { clear(); }
+
+  /// Forgets the stream; keeps capacity. O(capacity of the transition table).
+  void clear() {
+    tokens_.clear();
+    states_.clear();
+    edges_.clear();
+    forest_.clear();
+    if (slots_.size() < initial_slots)
+      slots_.assign(initial_slots, slot{none, 0, 0});
+    else
+      std::fill(slots_.begin(), slots_.end(), slot{none, 0, 0});
+    mask_ = slots_.size() - 1;
+    states_.push_back(state{0, none, none, 0, none, none});
+    forest_.add({path_paint_forest::nil, 0});
+    last_ = root;
+  }
+
+  /// Pre-sizes storage for n tokens (worst case: 2n states, 3n transitions, at most 2n of them
+  /// outside the states) so that growing to
+  /// n tokens never reallocates or rehashes.
+  void reserve(std::size_t n) {
+    tokens_.reserve(n);
+    states_.reserve(2 * n + 1);
+    forest_.reserve(2 * n + 1);
+    edges_.reserve(2 * n);
+    std::size_t capacity = slots_.size();
+    while (capacity < 4 * n) capacity *= 2;
+    if (capacity > slots_.size()) rehash(capacity);
+  }
+
+  std::size_t size() const noexcept { return tokens_.size(); }
+  std::span<const token_id> tokens() const noexcept { return tokens_; }
+  std::size_t state_count() const noexcept { return states_.size(); }
+  std::size_t transition_count() const noexcept { return edges_.size(); }
+  /// Bytes held (capacity), for the memory figures in docs/ngram.md.
+  std::size_t memory_bytes() const noexcept {
+    return tokens_.capacity() * sizeof(token_id) + states_.capacity() * sizeof(state) +
+           forest_.size() * 28 + edges_.capacity() * sizeof(edge) + slots_.size() * sizeof(slot);
+  }
+
+  /// Appends tokens. Amortised O(1) per token for the automaton plus O(log n) for the forest.
+  void push(std::span<const token_id> ts) {
+    for (const token_id t : ts) extend(static_cast<std::uint32_t>(t));
+  }
+
+  /// State of the longest suffix of the stream with an earlier end position (root: none).
+  std::uint32_t match() const noexcept { return tokens_.empty() ? root : states_[last_].link; }
+  /// State of the whole stream (its only end position is the last one).
+  std::uint32_t whole() const noexcept { return last_; }
+  std::size_t length(std::uint32_t s) const noexcept { return states_[s].length; }
+  std::uint32_t link(std::uint32_t s) const noexcept { return states_[s].link; }
+  /// The first end position of s (none for the root). O(1).
+  std::uint32_t first_end(std::uint32_t s) const noexcept { return states_[s].first_end; }
+
+  /// Latest end position of s before the last position, and their number.
+  path_paint_forest::values stats(std::uint32_t s) noexcept { return forest_.read(s); }
+
+  /// The state reached from s by `t`, or none. O(1) expected.
+  std::uint32_t next(std::uint32_t s, token_id t) const noexcept {
+    const std::uint32_t* target = find(s, static_cast<std::uint32_t>(t));
+    return target == nullptr ? none : *target;
+  }
+
+  /// Calls f(token, state) for every transition out of s. O(out-degree).
+  template <class F>
+  void for_each_child(std::uint32_t s, F&& f) const {
+    if (states_[s].target0 != none) f(static_cast<token_id>(states_[s].token0), states_[s].target0);
+    for (std::uint32_t e = states_[s].first_edge; e != none; e = edges_[e].next)
+      f(static_cast<token_id>(edges_[e].token), edges_[e].target);
+  }
+
+ private:
+  static constexpr std::size_t initial_slots = 64;
+
+  // The first transition of a state lives in the state itself (most states have one), the
+  // others in edges_ (a list through edge::next) found through the hash table.
+  struct state {
+    std::uint32_t length;
+    std::uint32_t link;
+    std::uint32_t first_end;
+    std::uint32_t token0;   // the first transition's token
+    std::uint32_t target0;  // its target; none: no transition at all
+    std::uint32_t first_edge;
+  };
+  struct edge {
+    std::uint32_t token, target, next;
+  };
+  struct slot {
+    std::uint32_t from;  // none: empty
+    std::uint32_t token;
+    std::uint32_t edge;
+  };
+
+  static std::size_t hash(std::uint32_t from, std::uint32_t token) noexcept {
+    std::uint64_t h = (static_cast<std::uint64_t>(from) << 32 | token) * 0x9E3779B97F4A7C15ULL;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    return static_cast<std::size_t>(h ^ (h >> 32));
+  }
+
+  // The target field of the transition (from, token), or nullptr; valid until the next add_edge.
+  const std::uint32_t* find(std::uint32_t from, std::uint32_t token) const noexcept {
+    const state& st = states_[from];
+    if (st.target0 == none) return nullptr;
+    if (st.token0 == token) return &st.target0;
+    if (st.first_edge == none) return nullptr;
+    for (std::size_t i = hash(from, token) & mask_;; i = (i + 1) & mask_) {
+      const slot& s = slots_[i];
+      if (s.from == none) return nullptr;
+      if (s.from == from && s.token == token) return &edges_[s.edge].target;
+    }
+  }
+  std::uint32_t* find(std::uint32_t from, std::uint32_t token) noexcept {
+    return const_cast<std::uint32_t*>(std::as_const(*this).find(from, token));
+  }
+
+  void add_edge(std::uint32_t from, std::uint32_t token, std::uint32_t target) {
+    state& st = states_[from];
+    if (st.target0 == none) {
+      st.token0 = token;
+      st.target0 = target;
+      return;
+    }
+    if (2 * (edges_.size() + 1) > slots_.size()) rehash(slots_.size() * 2);
+    const auto e = static_cast<std::uint32_t>(edges_.size());
+    edges_.push_back(edge{token, target, states_[from].first_edge});
+    states_[from].first_edge = e;
+    std::size_t i = hash(from, token) & mask_;
+    while (slots_[i].from != none) i = (i + 1) & mask_;
+    slots_[i] = slot{from, token, e};
+  }
+
+  void rehash(std::size_t capacity) {
+    ngram_vector<slot> fresh(capacity, slot{none, 0, 0});
+    fresh.swap(slots_);
+    mask_ = capacity - 1;
+    for (const slot& s : fresh) {
+      if (s.from == none) continue;
+      std::size_t i = hash(s.from, s.token) & mask_;
+      while (slots_[i].from != none) i = (i + 1) & mask_;
+      slots_[i] = s;
+    }
+  }
+
+  std::uint32_t new_state(std::uint32_t length, std::uint32_t first_end,
+                          path_paint_forest::values v) {
+    states_.push_back(state{length, none, first_end, 0, none, none});
+    forest_.add(v);
+    return static_cast<std::uint32_t>(states_.size() - 1);
+  }
+
+  // The textbook online construction; the forest mirrors every suffix-link change.
+  void extend(std::uint32_t c) {
+    const auto i = static_cast<std::uint32_t>(tokens_.size());
+    tokens_.push_back(static_cast<token_id>(c));
+    const std::uint32_t previous = last_;
+    const std::uint32_t cur =
+        new_state(states_[previous].length + 1, i, {path_paint_forest::nil, 0});
+    std::uint32_t p = previous;
+    while (p != none && find(p, c) == nullptr) {
+      add_edge(p, c, cur);
+      p = states_[p].link;
+    }
+    if (p == none) {
+      states_[cur].link = root;
+    } else {
+      const std::uint32_t q = *find(p, c);
+      if (states_[p].length + 1 == states_[q].length) {
+        states_[cur].link = q;
+      } else {
+        const std::uint32_t clone =
+            new_state(states_[p].length + 1, states_[q].first_end, forest_.read(q));
+        add_edge(clone, states_[q].token0, states_[q].target0);  // q has transitions: p -> q
+        for (std::uint32_t e = states_[q].first_edge; e != none; e = edges_[e].next)
+          add_edge(clone, edges_[e].token, edges_[e].target);
+        const std::uint32_t above = states_[q].link;
+        states_[clone].link = above;
+        forest_.link(clone, above);
+        forest_.cut(q);
+        forest_.link(q, clone);
+        states_[q].link = clone;
+        states_[cur].link = clone;
+        for (; p != none; p = states_[p].link) {
+          std::uint32_t* target = find(p, c);
+          if (target == nullptr || *target != q) break;
+          *target = clone;
+        }
+      }
+    }
+    forest_.link(cur, states_[cur].link);
+    last_ = cur;
+    // Position i - 1 joins the statistics now that i exists (stats count positions before n).
+    if (i > 0) forest_.paint(previous, i - 1);
+  }
+
+  ngram_vector<token_id> tokens_;
+  ngram_vector<state> states_;
+  ngram_vector<edge> edges_;
+  ngram_vector<slot> slots_;
+  std::size_t mask_ = 0;
+  path_paint_forest forest_;
+  std::uint32_t last_ = root;
+};
+
+}  // namespace specdec::detail
