@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <span>
 
@@ -231,31 +232,40 @@ inline std::size_t attention_slice(std::size_t n, std::size_t T) { return (n * T
 
 /// One layer's attention for n query rows over a KV cache (see attention()).
 struct attention_args {
-  const float* q = nullptr;    ///< n x (n_heads * head_size), row-major, RoPE applied
-  const float* k = nullptr;    ///< cache rows x kv_dim, row-major (rows 0..T-1 are read)
-  const float* v = nullptr;    ///< same layout as k
-  float* out = nullptr;        ///< n x (n_heads * head_size)
-  float* scores = nullptr;     ///< scratch: n_heads * attention_slice(n, T) floats, aligned
+  const float* q = nullptr;  ///< n x (n_heads * head_size), row-major, RoPE applied
+  const float* k = nullptr;  ///< cache rows x kv_dim, row-major (rows 0..T-1 are read)
+  const float* v = nullptr;  ///< same layout as k
+  float* out = nullptr;      ///< n x (n_heads * head_size)
+  /// scratch: n_heads * attention_slice(n, context + (tree mode ? tree_width : n)) floats,
+  /// aligned
+  float* scores = nullptr;
   std::ptrdiff_t n = 0;        ///< query rows
   std::ptrdiff_t context = 0;  ///< cache rows before the batch (T = context + n)
   std::ptrdiff_t n_heads = 0, n_kv_heads = 0, head_size = 0;
-  /// Tree mode: row i may see batch row j iff allowed[i * n + j]; null = causal (j <= i).
-  const unsigned char* allowed = nullptr;
+  /// Tree mode: batch row i sees the context and the batch rows
+  /// ancestors[ancestor_begin[i] .. ancestor_begin[i + 1]) (ascending, ending with i itself);
+  /// null = causal (batch rows j <= i).
+  const std::int32_t* ancestors = nullptr;
+  const std::ptrdiff_t* ancestor_begin = nullptr;
+  std::ptrdiff_t tree_width = 0;  ///< tree mode: the longest ancestor list
 };
 
 /**
  * softmax(q k^T / sqrt(head_size)) v for every head, each head a chunk of the pool (heads are
  * independent; each has its own slice of the scores). Query head h reads kv head
- * h / (n_heads / n_kv_heads). Masked entries get exactly zero weight.
+ * h / (n_heads / n_kv_heads). Causal mode scores n x T; tree mode scores each row against the
+ * context and its own ancestors only, n x (context + tree_width), so a wide tree costs what
+ * its paths need and never n x n.
  */
 inline void attention(thread_pool* pool, const attention_args& a) {
   using row_major = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using stride = Eigen::OuterStride<>;
+  const bool tree = a.ancestors != nullptr;
   const std::ptrdiff_t T = a.context + a.n, hs = a.head_size;
+  const std::ptrdiff_t width = a.context + (tree ? a.tree_width : a.n);  // score columns
   const std::ptrdiff_t q_ld = a.n_heads * hs, kv_ld = a.n_kv_heads * hs;
   const std::ptrdiff_t group = a.n_heads / a.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  constexpr float neg_inf = -std::numeric_limits<float>::infinity();
   auto head = [&](std::size_t hi) {
     const auto h = static_cast<std::ptrdiff_t>(hi);
     const std::ptrdiff_t kv = (h / group) * hs;
@@ -264,30 +274,50 @@ inline void attention(thread_pool* pool, const attention_args& a) {
     Eigen::Map<const row_major, 0, stride> v(a.v + kv, T, hs, stride(kv_ld));
     Eigen::Map<row_major, 0, stride> out(a.out + h * hs, a.n, hs, stride(q_ld));
     Eigen::Map<row_major> s(
-        a.scores + h * static_cast<std::ptrdiff_t>(attention_slice(static_cast<std::size_t>(a.n),
-                                                                   static_cast<std::size_t>(T))),
-        a.n, T);
-    s.noalias() = q * k.transpose();
-    for (std::ptrdiff_t i = 0; i < a.n; ++i) {
-      auto row = s.row(i);
-      // Causal: the context and batch rows 0..i. Tree: the context and i's ancestors.
-      const std::ptrdiff_t len = a.allowed != nullptr ? T : a.context + i + 1;
-      auto live = row.head(len);
-      live *= scale;
-      if (a.allowed != nullptr) {
-        const unsigned char* ok = a.allowed + i * a.n;
-        for (std::ptrdiff_t j = 0; j < a.n; ++j)
-          if (!ok[j]) live(a.context + j) = neg_inf;
+        a.scores + h * static_cast<std::ptrdiff_t>(attention_slice(
+                           static_cast<std::size_t>(a.n), static_cast<std::size_t>(width))),
+        a.n, width);
+    if (!tree) {
+      s.noalias() = q * k.transpose();
+      for (std::ptrdiff_t i = 0; i < a.n; ++i) {
+        auto row = s.row(i);
+        auto live = row.head(a.context + i + 1);  // the context and batch rows 0..i
+        live *= scale;
+        const float mx = live.maxCoeff();
+        live = (live.array() - mx).exp();
+        live /= live.sum();
+        row.tail(width - live.size()).setZero();
       }
+      out.noalias() = s * v;
+      return;
+    }
+    // Tree: the context part as one product, then each row's ancestors one by one.
+    const std::ptrdiff_t C = a.context;
+    if (C > 0) s.leftCols(C).noalias() = q * k.topRows(C).transpose();
+    for (std::ptrdiff_t i = 0; i < a.n; ++i) {
+      const std::int32_t* anc = a.ancestors + a.ancestor_begin[i];
+      const std::ptrdiff_t m = a.ancestor_begin[i + 1] - a.ancestor_begin[i];
+      auto row = s.row(i);
+      for (std::ptrdiff_t j = 0; j < m; ++j) row(C + j) = q.row(i).dot(k.row(C + anc[j]));
+      auto live = row.head(C + m);
+      live *= scale;
       const float mx = live.maxCoeff();
       live = (live.array() - mx).exp();
       live /= live.sum();
-      row.tail(T - len).setZero();
     }
-    out.noalias() = s * v;
+    if (C > 0) {
+      out.noalias() = s.leftCols(C) * v.topRows(C);
+    } else {
+      out.setZero();
+    }
+    for (std::ptrdiff_t i = 0; i < a.n; ++i) {
+      const std::int32_t* anc = a.ancestors + a.ancestor_begin[i];
+      const std::ptrdiff_t m = a.ancestor_begin[i + 1] - a.ancestor_begin[i];
+      for (std::ptrdiff_t j = 0; j < m; ++j) out.row(i) += s(i, C + j) * v.row(C + anc[j]);
+    }
   };
   // One head's work is small at short contexts: parallel only when the batch has some weight.
-  if (pool != nullptr && a.n * T * hs * a.n_heads >= 64 * 1024) {
+  if (pool != nullptr && a.n * width * hs * a.n_heads >= 64 * 1024) {
     pool->for_each(static_cast<std::size_t>(a.n_heads), head);
   } else {
     for (std::size_t h = 0; h < static_cast<std::size_t>(a.n_heads); ++h) head(h);

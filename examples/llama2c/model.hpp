@@ -94,12 +94,19 @@ class model {
   /// tree.
   void truncate(std::size_t n);
 
+  /// The most nodes append_tree accepts. Memory and time grow with nodes x (context + depth):
+  /// the score rows, the scratch rows (nodes x hidden_dim) and the cache rows, so a tree at the
+  /// bound on the 110M shape needs a few hundred MB; the shapes decoding uses (4x2x2 = 28 nodes,
+  /// a few hundred at most) stay cheap.
+  static constexpr std::size_t max_tree_nodes = 4096;
+
   /**
    * Evaluates a token tree in one pass (see specdec::TreeLanguageModel): node i sits at position
-   * size() + depth(i) and attends to the context, its ancestors and itself. Its K/V go to cache
-   * row size() + i. size() is unchanged until commit. Throws std::invalid_argument for a bad
-   * parent or sizes, std::out_of_range for a bad token, std::length_error when the deepest node
-   * would pass max_size(); nothing changes then.
+   * size() + depth(i) and attends to the context, its ancestors and itself (a list per node:
+   * O(nodes x depth) to build, never nodes x nodes). Its K/V go to cache row size() + i. size()
+   * is unchanged until commit. Throws std::invalid_argument for more than max_tree_nodes nodes
+   * (before reading them), a bad parent or sizes, std::out_of_range for a bad token,
+   * std::length_error when the deepest node would pass max_size(); nothing changes then.
    */
   void append_tree(std::span<const token_id> tokens, std::span<const std::int32_t> parents,
                    std::span<float> logits);
@@ -128,7 +135,11 @@ class model {
   std::size_t pending_ = 0;               // nodes of a pending tree
   std::vector<std::int32_t> parents_;     // of the pending tree
   std::vector<std::size_t> positions_;    // per row of the current pass
-  std::vector<unsigned char> allowed_;    // tree mask, n x n, row-major
+  // Tree attention: node i sees the batch rows ancestors_[ancestor_begin_[i] ..
+  // ancestor_begin_[i + 1]), ascending, ending with i; tree_width_ is the longest such list.
+  std::vector<std::ptrdiff_t> ancestor_begin_;
+  std::vector<std::int32_t> ancestors_;
+  std::size_t tree_width_ = 0;
   row_matrix rope_cos_, rope_sin_;        // RoPE: max_size x head_size / 2, per position
   std::vector<row_matrix> k_cache_, v_cache_;  // per layer: rows x kv_dim
   // Scratch, grown on demand; a pass of n tokens uses the top n rows.
@@ -252,8 +263,12 @@ inline void model::truncate(std::size_t n) {
 
 inline void model::append_tree(std::span<const token_id> tokens,
                                std::span<const std::int32_t> parents, std::span<float> logits) {
-  check_tokens("append_tree", tokens);
   const std::size_t n = tokens.size();
+  if (n > max_tree_nodes)
+    throw std::invalid_argument(
+        "llama2c::model::append_tree: a tree of " + std::to_string(n) +
+        " nodes exceeds the engine's bound of max_tree_nodes = " + std::to_string(max_tree_nodes));
+  check_tokens("append_tree", tokens);
   if (parents.size() != n)
     throw std::invalid_argument("llama2c::model::append_tree: parents.size() = " +
                                 std::to_string(parents.size()) + " differs from tokens.size() = " +
@@ -282,16 +297,23 @@ inline void model::append_tree(std::span<const token_id> tokens,
                             std::to_string(deepest) + " after " + std::to_string(size_) +
                             " tokens passes max_size() = " + std::to_string(max_size_));
   for (std::size_t i = 0; i < n; ++i) positions_[i] += size_;
-  // Ancestor mask: row i = row parent(i) plus i.
-  allowed_.assign(n * n, 0);
+  // Ancestor lists: node i's list is its parent's plus i (parents come first, so each list is
+  // ascending). Total length = sum of (depth + 1) <= n x (deepest + 1).
+  ancestor_begin_.resize(n + 1);
+  ancestors_.clear();
+  ancestor_begin_[0] = 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (parents[i] >= 0) {
       const auto p = static_cast<std::size_t>(parents[i]);
-      std::copy_n(allowed_.begin() + static_cast<std::ptrdiff_t>(p * n), p + 1,
-                  allowed_.begin() + static_cast<std::ptrdiff_t>(i * n));
+      for (std::ptrdiff_t a = ancestor_begin_[p]; a < ancestor_begin_[p + 1]; ++a) {
+        const std::int32_t ancestor = ancestors_[static_cast<std::size_t>(a)];
+        ancestors_.push_back(ancestor);
+      }
     }
-    allowed_[i * n + i] = 1;
+    ancestors_.push_back(static_cast<std::int32_t>(i));
+    ancestor_begin_[i + 1] = static_cast<std::ptrdiff_t>(ancestors_.size());
   }
+  tree_width_ = deepest + 1;
   ensure_cache_rows(size_ + n);  // a wide tree can need more rows than positions
   pending_ = 0;
   forward(tokens, true, logits);
@@ -384,7 +406,9 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
   const config& c = cfg();
   const std::size_t n = tokens.size();
   ensure_scratch(n);
-  const std::size_t score_floats = c.n_heads * attention_slice(n, size_ + n);
+  // Causal rows span the context and the batch; tree rows the context and the longest
+  // ancestor list.
+  const std::size_t score_floats = c.n_heads * attention_slice(n, size_ + (tree ? tree_width_ : n));
   if (scores_.size() < score_floats) scores_.resize(std::max(score_floats, 2 * scores_.size()));
   const auto N = static_cast<Eigen::Index>(n);
   const auto base = static_cast<Eigen::Index>(size_);
@@ -420,7 +444,10 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
                      .scores = scores_.data(), .n = N, .context = base,
                      .n_heads = static_cast<std::ptrdiff_t>(c.n_heads),
                      .n_kv_heads = static_cast<std::ptrdiff_t>(c.n_kv_heads),
-                     .head_size = ihs, .allowed = tree ? allowed_.data() : nullptr});
+                     .head_size = ihs,
+                     .ancestors = tree ? ancestors_.data() : nullptr,
+                     .ancestor_begin = tree ? ancestor_begin_.data() : nullptr,
+                     .tree_width = tree ? static_cast<std::ptrdiff_t>(tree_width_) : 0});
     const matmul_task out_proj[] = {{lw.wo.data(), dim, x.data(), dim, true}};
     matmul(pool, att.data(), dim, N, dim, out_proj);
 

@@ -34,9 +34,13 @@ class tokenizer {
   static constexpr token_id bos_id = 1;
   static constexpr token_id eos_id = 2;
 
-  /// Reads `path`. `vocab_size` > 0 reads exactly that many entries (run.c's behaviour: the size
-  /// comes from the checkpoint); 0 reads entries to the end of the file. Throws
-  /// std::runtime_error naming the file and the problem (missing, truncated, bad length).
+  /// Reads `path`: every entry to the end of the file. `vocab_size` > 0 is the model's
+  /// vocabulary, which the file must match exactly (0: any size). Throws std::runtime_error
+  /// naming the file and the problem: missing, truncated (with the bytes left), a token length
+  /// outside [0, max_token_length], fewer than 3 tokens (BOS = 1 and EOS = 2 must exist), or
+  /// a size other than `vocab_size` (both named). Every length the file claims is checked
+  /// against the bytes it still holds before anything is allocated; memory grows only with the
+  /// entries actually read (about 80 bytes each, an entry being at least 8 bytes of file).
   explicit tokenizer(const std::filesystem::path& path, std::size_t vocab_size = 0);
 
   std::size_t vocab_size() const noexcept { return pieces_.size(); }
@@ -86,8 +90,16 @@ class tokenizer {
   std::vector<float> scores_;
   std::vector<int> byte_value_;  // 0..255 for a <0xNN> piece, else -1
   std::unordered_map<std::string, token_id, piece_hash, std::equal_to<>> ids_;
-  std::size_t max_token_length_ = 0;  // from the header; sizes encode()'s buffer
 };
+
+/// Throws std::invalid_argument unless the tokenizer's vocabulary has exactly `model_vocab`
+/// tokens (a tokenizer made for another model decodes garbage). The message names both sizes.
+inline void check_vocab(const tokenizer& tok, std::size_t model_vocab) {
+  if (tok.vocab_size() != model_vocab)
+    throw std::invalid_argument("llama2c: the tokenizer has " + std::to_string(tok.vocab_size()) +
+                                " tokens but the model's vocabulary has " +
+                                std::to_string(model_vocab) + "; use the model's own tokenizer");
+}
 
 inline tokenizer::tokenizer(const std::filesystem::path& path, std::size_t vocab_size) {
   const auto fail = [&path](const std::string& what) -> void {
@@ -95,36 +107,50 @@ inline tokenizer::tokenizer(const std::filesystem::path& path, std::size_t vocab
   };
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail("file not found");
+  if (!std::filesystem::is_regular_file(path, ec)) fail("not a regular file");
+  const std::uintmax_t file_size = std::filesystem::file_size(path, ec);
+  if (ec) fail("cannot read its size: " + ec.message());
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open for reading");
+  // Every size the file claims is checked against the bytes it still holds before anything is
+  // allocated, so no allocation exceeds the file's size.
+  std::uintmax_t left = file_size;
+  const auto read = [&](void* to, std::size_t bytes) {
+    if (bytes > left) return false;
+    left -= bytes;
+    return static_cast<bool>(in.read(static_cast<char*>(to), static_cast<std::streamsize>(bytes)));
+  };
   std::int32_t max_len = 0;
-  if (!in.read(reinterpret_cast<char*>(&max_len), sizeof max_len))
-    fail("truncated: no max_token_length header");
+  if (!read(&max_len, sizeof max_len))
+    fail("truncated: no max_token_length header (file has " + std::to_string(file_size) +
+         " bytes)");
   if (max_len <= 0) fail("bad header: max_token_length = " + std::to_string(max_len));
-  max_token_length_ = static_cast<std::size_t>(max_len);
 
-  const std::size_t limit =
-      vocab_size == 0 ? std::numeric_limits<std::size_t>::max() : vocab_size;
-  for (std::size_t i = 0; i < limit; ++i) {
+  // Entries to the end of the file; each takes at least 8 bytes, so the count is bounded too.
+  for (std::size_t i = 0; left > 0; ++i) {
     float score = 0;
-    if (!in.read(reinterpret_cast<char*>(&score), sizeof score)) {
-      if (vocab_size == 0 && in.gcount() == 0 && in.eof()) break;  // clean end of file
-      fail("truncated at token " + std::to_string(i) + (vocab_size ? " of " +
-                                                                         std::to_string(vocab_size)
-                                                                   : std::string()));
-    }
     std::int32_t len = 0;
-    if (!in.read(reinterpret_cast<char*>(&len), sizeof len))
-      fail("truncated at token " + std::to_string(i) + " (no length)");
+    if (left < sizeof score + sizeof len || !read(&score, sizeof score) || !read(&len, sizeof len))
+      fail("truncated at token " + std::to_string(i) + ": " + std::to_string(left) +
+           " byte(s) left, an entry needs at least 8 (score, length)");
     if (len < 0 || len > max_len)
       fail("token " + std::to_string(i) + " has length " + std::to_string(len) +
            " outside [0, max_token_length = " + std::to_string(max_len) + "]");
+    if (static_cast<std::uintmax_t>(len) > left)
+      fail("truncated inside token " + std::to_string(i) + ": its length is " +
+           std::to_string(len) + " but the file has " + std::to_string(left) + " byte(s) left");
     std::string bytes(static_cast<std::size_t>(len), '\0');
-    if (!in.read(bytes.data(), len)) fail("truncated inside token " + std::to_string(i));
+    if (!read(bytes.data(), bytes.size())) fail("read failed inside token " + std::to_string(i));
     pieces_.push_back(std::move(bytes));
     scores_.push_back(score);
   }
-  if (pieces_.empty()) fail("no tokens");
+  if (pieces_.size() < 3)
+    fail("has " + std::to_string(pieces_.size()) +
+         " token(s); a vocabulary needs at least 3 (ids 0 = <unk>, 1 = BOS, 2 = EOS)");
+  if (vocab_size != 0 && pieces_.size() != vocab_size)
+    fail("the tokenizer has " + std::to_string(pieces_.size()) +
+         " tokens but the model's vocabulary has " + std::to_string(vocab_size) +
+         " (a tokenizer for another model)");
   if (pieces_.size() > static_cast<std::size_t>(std::numeric_limits<token_id>::max()))
     fail("too many tokens");
 
@@ -153,12 +179,13 @@ inline tokenizer::tokenizer(const std::filesystem::path& path, std::size_t vocab
 inline std::vector<token_id> tokenizer::encode(std::string_view text,
                                                encode_options options) const {
   std::vector<token_id> out;
-  out.reserve(text.size() + 3);
+  out.reserve(text.size() + 3);  // one token per byte at most, plus BOS, the prefix and EOS
   if (options.bos) out.push_back(bos_id);
   const auto byte_token = [this](unsigned char b) -> token_id {
     const std::size_t id = std::size_t{b} + 3;
     if (id >= pieces_.size())
-      throw std::out_of_range("llama2c::tokenizer::encode: byte 0x" + std::to_string(b) +
+      throw std::out_of_range(std::string("llama2c::tokenizer::encode: byte 0x") +
+                              "0123456789ABCDEF"[b >> 4] + "0123456789ABCDEF"[b & 15] +
                               " has no byte token in a vocabulary of " +
                               std::to_string(pieces_.size()));
     return static_cast<token_id>(id);
@@ -167,9 +194,9 @@ inline std::vector<token_id> tokenizer::encode(std::string_view text,
     const token_id space = find(" ");
     out.push_back(space >= 0 ? space : byte_token(' '));
   }
-  // One UTF-8 codepoint at a time (at most 4 bytes, as run.c).
+  // One UTF-8 codepoint at a time (at most 4 bytes, as run.c). The buffer grows with the pieces
+  // actually merged, never from a size the file claims.
   std::string buf;
-  buf.reserve(2 * max_token_length_ + 3);
   for (std::size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
     if ((c & 0xC0) != 0x80) buf.clear();

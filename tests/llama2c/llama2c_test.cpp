@@ -160,10 +160,12 @@ TEST_CASE("llama2c tokenizer: bad files are named in the error") {
   }
   CHECK_THROWS_WITH(llama2c::tokenizer(tmp.path / "short.bin"),
                     "llama2c tokenizer '" + (tmp.path / "short.bin").string() +
-                        "': truncated inside token 0");
+                        "': truncated inside token 0: its length is 5 but the file has 2 "
+                        "byte(s) left");
   CHECK_THROWS_WITH(llama2c::tokenizer(tokenizer_path, 600),
                     "llama2c tokenizer '" + tokenizer_path.string() +
-                        "': truncated at token 512 of 600");
+                        "': the tokenizer has 512 tokens but the model's vocabulary has 600 (a "
+                        "tokenizer for another model)");
 }
 
 TEST_CASE("llama2c checkpoint: missing, truncated and malformed files are refused") {
