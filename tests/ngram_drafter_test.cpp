@@ -180,17 +180,20 @@ TEST_CASE("ngram_drafter: incremental index agrees with a naive rescan") {
   std::size_t calls = 0, non_empty = 0, differs_by_policy = 0;
   for (const auto& s : settings)
     for (const auto match :
-         {ngram_match_policy::most_recent, ngram_match_policy::longest_continuation})
+         {ngram_match_policy::most_recent, ngram_match_policy::longest_continuation,
+          ngram_match_policy::most_frequent})
       for (const auto search :
            {ngram_search_policy::prompt_and_generated, ngram_search_policy::prompt_only})
         for (const std::size_t alphabet : {2u, 3u, 6u, 40u})
           for (const bool repetitive : {false, true}) {
+            if (match == ngram_match_policy::most_frequent && s.max_ngram != 0) continue;
             const ngram_options o{.min_ngram = s.min_ngram,
                                   .max_ngram = s.max_ngram,
                                   .max_draft = s.max_draft,
                                   .match = match,
                                   .search = search,
-                                  .max_candidate_scan = 5};
+                                  .max_candidate_scan = 5,
+                                  .adaptive_factor = s.max_ngram == 0 && seed % 3 == 0 ? 1.5 : 0.0};
             INFO("min " << o.min_ngram << " max " << o.max_ngram << " cap " << o.max_draft
                         << " match " << int(match) << " search " << int(search) << " alphabet "
                         << alphabet << " repetitive " << repetitive);
@@ -242,6 +245,7 @@ TEST_CASE("ngram_drafter: incremental index agrees with a naive rescan") {
                 other.o.match = match == ngram_match_policy::most_recent
                                     ? ngram_match_policy::longest_continuation
                                     : ngram_match_policy::most_recent;
+                if (other.o.max_ngram != 0) other.o.adaptive_factor = 0;
                 differs_by_policy += other.propose(h, k) != got;
               }
               fresh = false;
@@ -277,6 +281,12 @@ TEST_CASE("ngram_drafter: a long repetitive stream stays exact") {
 TEST_CASE("ngram_drafter: max_ngram = 0 matches the longest suffix of any length") {
   SECTION("options") {
     CHECK_NOTHROW(ngram_drafter({.min_ngram = 9, .max_ngram = 0}));
+    REQUIRE_THROWS_WITH(ngram_drafter({.match = ngram_match_policy::most_frequent}),
+                        "ngram_options.match: most_frequent needs max_ngram = 0, got 4");
+    REQUIRE_THROWS_WITH(ngram_drafter({.adaptive_factor = 2}),
+                        "ngram_options.adaptive_factor: needs max_ngram = 0, got 4");
+    REQUIRE_THROWS_WITH(ngram_drafter({.max_ngram = 0, .adaptive_factor = -1}),
+                        "ngram_options.adaptive_factor: must be in [0, 1e6], got -1.000000");
     CHECK(ngram_drafter({.max_ngram = 0}).options().max_ngram == 0);
   }
   SECTION("a 6-token match beats a more recent 4-token one") {
@@ -285,6 +295,17 @@ TEST_CASE("ngram_drafter: max_ngram = 0 matches the longest suffix of any length
     CHECK(d.propose(h, 3) == tokens{7, 8, 0});
     ngram_drafter bounded({.min_ngram = 2, .max_ngram = 4, .max_draft = 3});
     CHECK(bounded.propose(h, 3) == tokens{9, 0, 1});
+  }
+  SECTION("most_frequent follows the majority, adaptive length follows the match") {
+    // The match (0, 1, 2) is followed by 3 twice, then by 4 once (the latest).
+    const tokens h{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 4, 0, 1, 2};
+    ngram_drafter recent({.max_ngram = 0, .max_draft = 4});
+    CHECK(recent.propose(h, 4) == tokens{4, 0, 1, 2});
+    ngram_drafter frequent(
+        {.max_ngram = 0, .max_draft = 4, .match = ngram_match_policy::most_frequent});
+    CHECK(frequent.propose(h, 4) == tokens{3, 0, 1, 2});
+    ngram_drafter adaptive({.max_ngram = 0, .max_draft = 8, .adaptive_factor = 0.5});
+    CHECK(adaptive.propose(h, 8).size() == 2);  // match (0, 1, 2): 3 tokens * 0.5, rounded up
   }
   SECTION("a match shorter than min_ngram proposes nothing") {
     ngram_drafter d({.min_ngram = 3, .max_ngram = 0});
@@ -299,7 +320,8 @@ TEST_CASE("ngram_drafter: unbounded lookup on adversarial streams agrees with a 
     std::size_t length;
   };
   for (const auto match :
-       {ngram_match_policy::most_recent, ngram_match_policy::longest_continuation}) {
+       {ngram_match_policy::most_recent, ngram_match_policy::longest_continuation,
+        ngram_match_policy::most_frequent}) {
     const ngram_options o{.min_ngram = 2, .max_ngram = 0, .max_draft = 16, .match = match};
     for (const stream s : {stream{"one token", 400}, stream{"period 2", 400},
                            stream{"long repeats", 1500}, stream{"period 7 with noise", 800}}) {

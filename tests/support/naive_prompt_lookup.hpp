@@ -5,7 +5,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <specdec/draft/ngram_drafter.hpp>
 #include <specdec/types.hpp>
 #include <utility>
@@ -57,9 +59,54 @@ struct naive_prompt_lookup {
     return l.empty() ? 0 : *std::max_element(l.begin(), l.end());
   }
 
+  // Occurrences of w (ends j <= limit - 2) grouped by the token after them: the most frequent
+  // (ties: the latest), or -1 when w has none.
+  std::int64_t most_frequent_next(const tokens& h, const tokens& w) const {
+    const std::size_t lim = limit(h);
+    std::vector<std::pair<token_id, std::pair<std::size_t, std::size_t>>> groups;
+    for (std::size_t j = w.size() - 1; j + 2 <= lim; ++j) {
+      if (!std::equal(w.begin(), w.end(),
+                      h.begin() + static_cast<std::ptrdiff_t>(j + 1 - w.size())))
+        continue;
+      auto it = std::find_if(groups.begin(), groups.end(),
+                             [&](const auto& g) { return g.first == h[j + 1]; });
+      if (it == groups.end())
+        groups.push_back({h[j + 1], {1, j}});
+      else
+        ++it->second.first, it->second.second = j;
+    }
+    if (groups.empty()) return -1;
+    const auto best =
+        std::min_element(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
+          return a.second.first != b.second.first ? a.second.first > b.second.first
+                                                  : a.second.second > b.second.second;
+        });
+    return best->first;
+  }
+
   tokens propose(const tokens& h, std::size_t k) const {
     k = std::min(k, o.max_draft);
     if (k == 0) return {};
+    if (o.max_ngram == 0 &&
+        (o.adaptive_factor > 0 || o.match == ngram_match_policy::most_frequent)) {
+      const std::size_t m = longest(h);
+      if (m < o.min_ngram || m == 0) return {};
+      if (o.adaptive_factor > 0)
+        k = std::min(k, static_cast<std::size_t>(std::ceil(o.adaptive_factor * double(m))));
+      if (o.match != ngram_match_policy::most_frequent) {
+        auto plain = *this;
+        plain.o.adaptive_factor = 0;
+        return plain.propose(h, k);
+      }
+      tokens w(h.end() - static_cast<std::ptrdiff_t>(m), h.end()), out;
+      while (out.size() < k) {
+        const std::int64_t next = most_frequent_next(h, w);
+        if (next < 0) break;
+        out.push_back(static_cast<token_id>(next));
+        w.push_back(static_cast<token_id>(next));
+      }
+      return out;
+    }
     for (std::size_t m = longest(h); m >= o.min_ngram && m > 0; --m) {
       const auto ends = occurrences(h, m);
       if (ends.empty()) continue;

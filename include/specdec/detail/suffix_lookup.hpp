@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -13,6 +14,18 @@
 #include "specdec/types.hpp"
 
 namespace specdec::detail {
+
+/// How suffix_lookup turns the longest match into a draft (see ngram_match_policy).
+struct lookup_rule {
+  enum class kind {
+    latest,              ///< copy from the latest occurrence
+    latest_or_earliest,  ///< the latest if it offers k tokens, else the earliest (the most)
+    most_frequent,       ///< token by token, the most frequent continuation (ties: the latest)
+  };
+  kind policy = kind::latest;
+  std::size_t min_length = 1;  ///< shorter matches propose nothing
+  double adaptive_factor = 0;  ///< > 0: at most ceil(factor * match length) tokens per draft
+};
 
 /**
  * The searched text is the automaton's stream t[0..N): the whole history, or under prompt-only
@@ -122,6 +135,49 @@ class suffix_lookup {
     std::erase_if(out, [](const child_info& c) { return c.count == 0; });
   }
 
+  /// The draft for the current history under `rule`, at most k tokens, appended to out.
+  void propose(const lookup_rule& rule, std::size_t k, std::vector<token_id>& out) {
+    const match_info m = match();
+    if (m.state == sam::root || m.length < rule.min_length) return;
+    k = draft_length(rule, m.length, k);
+    if (rule.policy != lookup_rule::kind::most_frequent) {
+      append_continuation(chosen_end(rule, m.state, k), k, out);
+      return;
+    }
+    for (std::uint32_t s = m.state; out.size() < k;) {  // O(k * out-degree * log n)
+      children(s, kids_);
+      if (kids_.empty()) return;
+      const child_info& best = *std::min_element(kids_.begin(), kids_.end(), ranks_before);
+      out.push_back(best.token);
+      s = best.state;
+    }
+  }
+
+  /// Up to n distinct drafts: propose() first; then per state from the longest match down to
+  /// rule.min_length, one per following token ranked by frequency (ties: the latest), each
+  /// copied from the latest occurrence followed by that token.
+  void candidates(const lookup_rule& rule, std::size_t k, std::size_t n,
+                  std::vector<std::vector<token_id>>& result) {
+    std::vector<token_id> first;
+    propose(rule, k, first);
+    if (first.empty()) return;
+    result.push_back(std::move(first));
+    const match_info m = match();
+    for (std::uint32_t s = m.state;
+         result.size() < n && s != sam::root && automaton_.length(s) >= rule.min_length;
+         s = automaton_.link(s)) {
+      children(s, kids_);
+      std::sort(kids_.begin(), kids_.end(), ranks_before);
+      for (const child_info& c : kids_) {
+        std::vector<token_id> candidate;
+        append_continuation(c.last - 1, k, candidate);
+        if (std::find(result.begin(), result.end(), candidate) != result.end()) continue;
+        result.push_back(std::move(candidate));
+        if (result.size() == n) return;
+      }
+    }
+  }
+
   /// Appends t[e + 1 .. e + min(k, N - 1 - e)] to out.
   void append_continuation(std::uint32_t e, std::size_t k, std::vector<token_id>& out) const {
     const auto tokens = automaton_.tokens().subspan(e + 1, std::min(k, limit() - 1 - e));
@@ -129,6 +185,24 @@ class suffix_lookup {
   }
 
  private:
+  static bool ranks_before(const child_info& a, const child_info& b) noexcept {
+    return a.count != b.count ? a.count > b.count : a.last > b.last;
+  }
+
+  static std::size_t draft_length(const lookup_rule& rule, std::size_t match_length,
+                                  std::size_t k) noexcept {
+    if (rule.adaptive_factor <= 0) return k;
+    const double cap = rule.adaptive_factor * static_cast<double>(match_length);
+    return cap >= static_cast<double>(k) ? k : static_cast<std::size_t>(std::ceil(cap));
+  }
+
+  std::uint32_t chosen_end(const lookup_rule& rule, std::uint32_t s, std::size_t k) {
+    const std::uint32_t latest = latest_end(s);
+    if (rule.policy != lookup_rule::kind::latest_or_earliest || limit() - 1 - latest >= k)
+      return latest;
+    return std::min(latest, automaton_.first_end(s));
+  }
+
   void feed_matcher(token_id t) {
     auto& [s, length] = matcher_;
     while (s != sam::root && automaton_.next(s, t) == none) {
@@ -149,6 +223,7 @@ class suffix_lookup {
   bool prompt_only_ = false;
   std::size_t prompt_length_ = 0;
   match_info matcher_;
+  std::vector<child_info> kids_;  // scratch
 };
 
 }  // namespace specdec::detail

@@ -28,6 +28,10 @@ enum class ngram_match_policy {
   /// that offer all K, the latest. Differs from most_recent only when the latest occurrence ends
   /// within K tokens of the search end (typically inside a run such as "aaaa" or "abab").
   longest_continuation,
+  /// Token by token, the token that most often followed the matched context (ties: the latest
+  /// occurrence), then the same from the extended context (the rule of SuffixDecoding's
+  /// frequency-ranked suffix tree). Needs max_ngram = 0.
+  most_frequent,
 };
 
 /// Which part of the history is searched for earlier occurrences.
@@ -61,6 +65,10 @@ struct ngram_options {
   ngram_search_policy search = ngram_search_policy::prompt_and_generated;
   std::size_t max_candidate_scan = 64;  ///< occurrences examined per n-gram length by
                                         ///< propose_candidates, >= 1.
+  /// Adaptive draft length: > 0 drafts at most ceil(adaptive_factor * match length) tokens (and
+  /// never more than min(k, max_draft)), so a short, doubtful match costs few verified tokens;
+  /// 0 = off. Needs max_ngram = 0.
+  double adaptive_factor = 0;
 
   void validate() const {
     if (min_ngram < 1)
@@ -80,6 +88,15 @@ struct ngram_options {
     if (max_candidate_scan < 1)
       throw std::invalid_argument("ngram_options.max_candidate_scan: must be >= 1, got " +
                                   std::to_string(max_candidate_scan));
+    if (!(adaptive_factor >= 0 && adaptive_factor <= 1e6))
+      throw std::invalid_argument("ngram_options.adaptive_factor: must be in [0, 1e6], got " +
+                                  std::to_string(adaptive_factor));
+    if (max_ngram != 0 && match == ngram_match_policy::most_frequent)
+      throw std::invalid_argument("ngram_options.match: most_frequent needs max_ngram = 0, got " +
+                                  std::to_string(max_ngram));
+    if (max_ngram != 0 && adaptive_factor != 0)
+      throw std::invalid_argument("ngram_options.adaptive_factor: needs max_ngram = 0, got " +
+                                  std::to_string(max_ngram));
   }
 };
 
@@ -144,7 +161,7 @@ class ngram_drafter {
     k = std::min(k, options_.max_draft);
     const std::size_t limit = search_limit();
     if (k == 0 || limit < 2) return;
-    if (unbounded()) return propose_unbounded(k, out);
+    if (unbounded()) return lookup_.propose(rule(), k, out);
     for (std::size_t m = std::min(options_.max_ngram, index_.size()); m >= options_.min_ngram;
          --m) {
       std::uint32_t e = first_occurrence(m, limit);
@@ -170,7 +187,7 @@ class ngram_drafter {
     const std::size_t limit = search_limit();
     if (k == 0 || n == 0 || limit < 2) return result;
     if (unbounded()) {
-      candidates_unbounded(k, n, result);
+      lookup_.candidates(rule(), k, n, result);
       return result;
     }
     std::vector<token_id> candidate;
@@ -345,52 +362,13 @@ class ngram_drafter {
     out.insert(out.end(), tokens.begin(), tokens.end());
   }
 
-  // max_ngram = 0: the longest match from the suffix automaton (see detail/suffix_lookup.hpp).
-  void propose_unbounded(std::size_t k, std::vector<token_id>& out) {
-    const auto m = lookup_.match();
-    if (m.length < options_.min_ngram || m.state == detail::suffix_lookup::sam::root) return;
-    lookup_.append_continuation(unbounded_end(m.state, k), k, out);
-  }
-
-  // The occurrence the match policy picks. longest_continuation, unbounded: the latest
-  // occurrence if it offers k tokens, else the earliest (the one offering the most).
-  std::uint32_t unbounded_end(std::uint32_t state, std::size_t k) {
-    const std::uint32_t latest = lookup_.latest_end(state);
-    if (options_.match != ngram_match_policy::longest_continuation) return latest;
-    const std::size_t limit = lookup_.limit();
-    if (limit - 1 - latest >= k) return latest;
-    return std::min(latest, lookup_.automaton().first_end(state));
-  }
-
-  // Candidates: propose() first, then per state from the longest match down to min_ngram, one
-  // per following token, ranked by how often it followed (ties: the latest), each copied from the
-  // latest occurrence followed by that token.
-  void candidates_unbounded(std::size_t k, std::size_t n,
-                            std::vector<std::vector<token_id>>& result) {
-    auto m = lookup_.match();
-    if (m.length < options_.min_ngram || m.state == detail::suffix_lookup::sam::root) return;
-    append_unique(unbounded_end(m.state, k), k, result);
-    std::vector<detail::suffix_lookup::child_info> kids;
-    for (std::uint32_t s = m.state; result.size() < n && s != detail::suffix_lookup::sam::root &&
-                                    lookup_.automaton().length(s) >= options_.min_ngram;
-         s = lookup_.automaton().link(s)) {
-      lookup_.children(s, kids);
-      std::stable_sort(kids.begin(), kids.end(), [](const auto& a, const auto& b) {
-        return a.count != b.count ? a.count > b.count : a.last > b.last;
-      });
-      for (const auto& c : kids) {
-        append_unique(c.last - 1, k, result);
-        if (result.size() == n) return;
-      }
-    }
-  }
-
-  void append_unique(std::uint32_t e, std::size_t k,
-                     std::vector<std::vector<token_id>>& result) const {
-    std::vector<token_id> candidate;
-    lookup_.append_continuation(e, k, candidate);
-    if (std::find(result.begin(), result.end(), candidate) == result.end())
-      result.push_back(std::move(candidate));
+  detail::lookup_rule rule() const noexcept {
+    using r = detail::lookup_rule;
+    r::kind kind = r::kind::latest;
+    if (options_.match == ngram_match_policy::longest_continuation)
+      kind = r::kind::latest_or_earliest;
+    if (options_.match == ngram_match_policy::most_frequent) kind = r::kind::most_frequent;
+    return {kind, options_.min_ngram, options_.adaptive_factor};
   }
 
   ngram_options options_;
