@@ -44,7 +44,13 @@ TEST_CASE("token_tree: parse_branching") {
   REQUIRE_THROWS_WITH(specdec::parse_branching("4*2"),
                       "parse_branching: \"4*2\": '*' at position 1 is not a digit or 'x'");
   REQUIRE_THROWS_WITH(specdec::parse_branching("4x0"),
-                      "parse_branching: \"4x0\": factor 2 must be >= 1");
+                      "parse_branching: \"4x0\": the second factor is 0; every factor must be >= 1");
+  // Issue 10: "factor 2 must be >= 1" did not say which factor it meant.
+  REQUIRE_THROWS_WITH(specdec::parse_branching("0x4"),
+                      "parse_branching: \"0x4\": the first factor is 0; every factor must be >= 1");
+  REQUIRE_THROWS_WITH(
+      specdec::parse_branching("1x1x1x1x1x1x1x1x1x1x1x0"),
+      "parse_branching: \"1x1x1x1x1x1x1x1x1x1x1x0\": the 12th factor is 0; every factor must be >= 1");
   REQUIRE_THROWS_WITH(specdec::parse_branching("1024x1024x2"),
                       "parse_branching: \"1024x1024x2\": the tree would exceed max_tree_nodes");
   REQUIRE_THROWS_WITH(specdec::parse_branching("99999999999999999999999"),

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -15,11 +16,17 @@ namespace specdec {
  * temperature == 0 means greedy (argmax, ties to the lowest id); the filters are then unused.
  */
 struct sampling_params {
-  float temperature = 1.0f;  ///< >= 0; 0 = greedy.
-  std::size_t top_k = 0;     ///< keep the k most probable tokens; 0 = off.
-  float top_p = 1.0f;        ///< (0, 1]; keep the smallest most-probable set with mass >= top_p.
-  float min_p = 0.0f;        ///< [0, 1); drop tokens with p < min_p * max p.
-  std::uint64_t seed = 0;    ///< seeds the decoder's rng.
+  /// 0 = greedy, else at least min_temperature.
+  float temperature = 1.0f;
+  std::size_t top_k = 0;   ///< keep the k most probable tokens; 0 = off.
+  float top_p = 1.0f;      ///< (0, 1]; keep the smallest most-probable set with mass >= top_p.
+  float min_p = 0.0f;      ///< [0, 1); drop tokens with p < min_p * max p.
+  std::uint64_t seed = 0;  ///< seeds the decoder's rng.
+
+  /// The smallest temperature other than 0: the least float whose reciprocal is finite
+  /// (about 2.94e-39; warping multiplies logits by 1 / temperature). Any temperature this
+  /// small already samples the argmax, so a caller wanting that should pass 0.
+  static constexpr float min_temperature = 0x1.000008p-128f;
 
   bool greedy() const noexcept { return temperature == 0.0f; }
 
@@ -28,6 +35,13 @@ struct sampling_params {
     if (!(std::isfinite(temperature) && temperature >= 0.0f))
       throw std::invalid_argument("sampling_params.temperature: must be finite and >= 0, got " +
                                   std::to_string(temperature));
+    if (temperature != 0.0f && temperature < min_temperature) {
+      char shown[32];
+      std::snprintf(shown, sizeof shown, "%.9g", static_cast<double>(temperature));
+      throw std::invalid_argument(
+          std::string("sampling_params.temperature: must be 0 (greedy) or >= min_temperature ") +
+          "(about 2.94e-39, where 1 / temperature stays finite), got " + shown);
+    }
     if (!(top_p > 0.0f && top_p <= 1.0f))
       throw std::invalid_argument("sampling_params.top_p: must be in (0, 1], got " +
                                   std::to_string(top_p));

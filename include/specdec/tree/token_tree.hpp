@@ -28,6 +28,22 @@ using tree_mask = Eigen::Matrix<bool, Eigen::Dynamic, Eigen::Dynamic, Eigen::Row
 /// The largest number of nodes a token_tree may hold (node indices are std::int32_t).
 inline constexpr std::size_t max_tree_nodes = std::size_t{1} << 20;
 
+namespace detail {
+/// "the first", "the second", ... "the 12th" (error messages).
+inline std::string ordinal(std::size_t k) {
+  static const char* const words[] = {"first", "second",  "third",  "fourth", "fifth",
+                                      "sixth", "seventh", "eighth", "ninth",  "tenth"};
+  if (k >= 1 && k <= 10) return std::string("the ") + words[k - 1];
+  const std::size_t last2 = k % 100, last = k % 10;
+  const char* suffix = (last2 >= 11 && last2 <= 13) ? "th"
+                       : last == 1                  ? "st"
+                       : last == 2                  ? "nd"
+                       : last == 3                  ? "rd"
+                                                    : "th";
+  return "the " + std::to_string(k) + suffix;
+}
+}  // namespace detail
+
 /**
  * Parses a branching config such as "4x2x2" (4 children of the root, 2 children of each of
  * those, 2 of each of those) into its factors {4, 2, 2}. Factors are decimal integers >= 1
@@ -46,7 +62,8 @@ inline std::vector<std::size_t> parse_branching(std::string_view config) {
   for (std::size_t i = 0; i <= config.size(); ++i) {
     if (i == config.size() || config[i] == 'x') {
       if (!have_digit) fail("empty factor at position " + std::to_string(i));
-      if (value == 0) fail("factor " + std::to_string(factors.size() + 1) + " must be >= 1");
+      if (value == 0)
+        fail(detail::ordinal(factors.size() + 1) + " factor is 0; every factor must be >= 1");
       factors.push_back(value);
       value = 0;
       have_digit = false;
