@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <functional>
 #include <span>
@@ -17,10 +18,11 @@
 #include "specdec/math/rng.hpp"
 #include "specdec/math/sampling_params.hpp"
 #include "specdec/stats.hpp"
-#include "specdec/types.hpp"
 #include "specdec/tree/token_tree.hpp"
 #include "specdec/tree/tree_draft.hpp"
 #include "specdec/tree/tree_fallback.hpp"
+#include "specdec/tree/tree_plan.hpp"
+#include "specdec/types.hpp"
 #include "specdec/verify/block.hpp"
 #include "specdec/verify/greedy.hpp"
 #include "specdec/verify/multi_candidate.hpp"
@@ -36,10 +38,10 @@ enum class chain_verification {
 };
 
 struct generate_options {
-  std::size_t max_new_tokens = 128;    ///< stop after this many generated tokens (>= 1)
-  std::vector<token_id> stop_tokens;   ///< stop after emitting any of these (it is returned)
-  std::size_t draft_length = 4;        ///< K, draft tokens per step; 0 = plain decoding
-  sampling_params sampling;            ///< warping + seed, same for target and draft
+  std::size_t max_new_tokens = 128;   ///< stop after this many generated tokens (>= 1)
+  std::vector<token_id> stop_tokens;  ///< stop after emitting any of these (it is returned)
+  std::size_t draft_length = 4;       ///< K, draft tokens per step; 0 = plain decoding
+  sampling_params sampling;           ///< warping + seed, same for target and draft
   /// Called with each emitted token, in order, as soon as it is verified; return false to stop.
   std::function<bool(token_id)> on_token;
   /// Multi-candidate decoding: a token tree of branching k1 x k2 x ... per step (empty = one
@@ -50,6 +52,21 @@ struct generate_options {
   candidate_draw tree_draw = candidate_draw::iid;
   /// Verification of a chain (not of a tree): token-wise or block. Both are lossless.
   chain_verification verification = chain_verification::token;
+  /// Re-planning: every `replan.every` target calls (0 = never) the decoder replaces the shape
+  /// in force (draft_length, or tree) with plan_tree's choice for the acceptance it has measured
+  /// so far in this generation and `replan.cost`. The shape given above is the first one, so
+  /// start wide enough to measure what a plan may use (a plan never goes past measured depths
+  /// and ranks, each needing 16 judged candidates; until depth 0 has them the shape stays). A
+  /// plan of plain decoding is final for the generation (nothing is drafted to measure). Chains
+  /// only when the drafter cannot draft trees, with block verification, or
+  /// with chains_only.
+  struct replan_options {
+    std::size_t every = 0;
+    step_cost_model cost;  ///< the target's t(n) (cost.target[n]) and the drafting costs
+    std::size_t max_nodes = 32;
+    std::size_t max_depth = 8;
+    bool chains_only = false;
+  } replan;
   /// Keep the part of the target's context that the new prompt shares with the previous
   /// generation's history (multi-turn chat, continuing a generation) instead of feeding the
   /// whole prompt again. Used only while the target still holds exactly what this decoder left
@@ -110,7 +127,9 @@ class speculative_decoder {
                                     " differs from the target's vocab_size " +
                                     std::to_string(vocab()));
     }
-    if constexpr (requires { { &drafter.model() } -> std::convertible_to<const void*>; }) {
+    if constexpr (requires {
+                    { &drafter.model() } -> std::convertible_to<const void*>;
+                  }) {
       if (static_cast<const void*>(&drafter.model()) == static_cast<const void*>(&target))
         throw std::invalid_argument(
             "drafter: the draft model is the target itself; both need their own context (use a "
@@ -150,6 +169,7 @@ class speculative_decoder {
     options_ = options;
     gen_.reseed(options.sampling.seed);
     stats_ = decode_stats{};
+    plan_ = tree_plan{};
     done_ = true;
     history_.swap(fresh);
     prompt_size_ = history_.size();
@@ -180,6 +200,9 @@ class speculative_decoder {
   /// tree, 1 to depth + 1). Throws std::logic_error if called when done().
   step_result step() {
     if (done_) throw std::logic_error("speculative_decoder::step: no generation in progress");
+    if (options_.replan.every > 0 && stats_.target_calls > 0 &&
+        stats_.target_calls % options_.replan.every == 0)
+      replan();
     if constexpr (TreeDrafter<Draft>) {
       if (!options_.tree.empty()) return tree_step();
     }
@@ -194,13 +217,14 @@ class speculative_decoder {
     const auto t1 = clock::now();
     const std::size_t n = std::min(draft_.size(), k);
     for (std::size_t i = 0; i < n; ++i) check_draft_token(draft_.tokens[i]);
-    if (!draft_.deterministic() &&
-        (static_cast<std::size_t>(draft_.q.rows()) < n || static_cast<std::size_t>(draft_.q.cols()) != v))
+    if (!draft_.deterministic() && (static_cast<std::size_t>(draft_.q.rows()) < n ||
+                                    static_cast<std::size_t>(draft_.q.cols()) != v))
       throw std::invalid_argument("drafter: q must have one row of vocab_size per draft token");
 
     // 2. target: [last token, drafts...] in one append
     feed_.assign(1, history_.back());
-    feed_.insert(feed_.end(), draft_.tokens.begin(), draft_.tokens.begin() + static_cast<std::ptrdiff_t>(n));
+    feed_.insert(feed_.end(), draft_.tokens.begin(),
+                 draft_.tokens.begin() + static_cast<std::ptrdiff_t>(n));
     logits_.resize((n + 1) * v);
     target_.append(feed_, std::span<float>(logits_));  // model contract: throws => unchanged
     const auto t2 = clock::now();
@@ -211,7 +235,8 @@ class speculative_decoder {
       const logits_view rows(logits_.data(), static_cast<Eigen::Index>(n + 1),
                              static_cast<Eigen::Index>(v));
       const std::span<const token_id> drafts(draft_.tokens.data(), n);
-      const logits_view q(draft_.q.data(), draft_.deterministic() ? 0 : static_cast<Eigen::Index>(n),
+      const logits_view q(draft_.q.data(),
+                          draft_.deterministic() ? 0 : static_cast<Eigen::Index>(n),
                           static_cast<Eigen::Index>(v));
       // Exact-match verification when greedy (verify_rejection delegates to verify_greedy).
       verdict = options_.verification == chain_verification::block
@@ -226,6 +251,9 @@ class speculative_decoder {
     // (inside emit).
     accepted_tokens_.assign(draft_.tokens.begin(),
                             draft_.tokens.begin() + static_cast<std::ptrdiff_t>(verdict.accepted));
+    // By depth: position d was judged when every draft before it was kept.
+    for (std::size_t d = 0; d < n && d <= verdict.accepted; ++d)
+      count_rank(d, 0, 1, d < verdict.accepted);
     return emit(h, verdict.next, n, n, t0, t1, t2, t3);
   }
 
@@ -236,6 +264,8 @@ class speculative_decoder {
   /// Prompt + emitted tokens of the current generation.
   std::span<const token_id> history() const noexcept { return history_; }
   const decode_stats& stats() const noexcept { return stats_; }
+  /// The last re-planned shape (generate_options::replan), empty before the first plan.
+  const tree_plan& plan() const noexcept { return plan_; }
   Target& target() noexcept { return target_; }
   Draft& drafter() noexcept { return drafter_; }
 
@@ -308,7 +338,50 @@ class speculative_decoder {
     accepted_tokens_.clear();
     for (std::int32_t node : tree_verdict_.accepted)
       accepted_tokens_.push_back(tree.token(static_cast<std::size_t>(node)));
+    // By depth and rank: the children of each node on the accepted path were offered.
+    std::size_t parent = 0;
+    for (std::size_t d = 0; !tree.is_leaf(parent); ++d) {
+      const auto kids = tree.children(parent);
+      const bool kept = d < tree_verdict_.accepted.size();
+      const auto node = kept ? static_cast<std::size_t>(tree_verdict_.accepted[d]) : 0;
+      count_rank(d, kept ? node - static_cast<std::size_t>(kids.first) : 0, kids.size(), kept);
+      if (!kept) break;
+      parent = node;
+    }
     return emit(h, tree_verdict_.next, tree.max_depth(), tree.size() - 1, t0, t1, t2, t3);
+  }
+
+  // Replaces the shape in force with the plan for the acceptance measured so far.
+  void replan() {
+    const auto& r = options_.replan;
+    const auto profile = acceptance_profile::from_stats(stats_);
+    if (profile.rate.empty()) return;  // too few steps measured yet: keep the shape in force
+    bool chains = r.chains_only || options_.verification == chain_verification::block;
+    if constexpr (!TreeDrafter<Draft>) chains = true;
+    plan_ = chains ? plan_chain(profile, r.cost, std::min(r.max_nodes, r.max_depth))
+                   : plan_tree(profile, r.cost, r.max_nodes, r.max_depth);
+    const bool chain = std::all_of(plan_.branching.begin(), plan_.branching.end(),
+                                   [](std::size_t k) { return k == 1; });
+    if (chain) {
+      options_.tree.clear();
+      options_.draft_length = plan_.branching.size();
+    } else {
+      options_.tree = plan_.branching;
+    }
+  }
+
+  // Counts, at depth d, `offered` candidates judged and (if `kept`) the rank one accepted.
+  void count_rank(std::size_t d, std::size_t rank, std::size_t offered, bool kept) {
+    if (stats_.offered_at_rank.size() <= d) {
+      stats_.offered_at_rank.resize(d + 1);
+      stats_.accepted_at_rank.resize(d + 1);
+    }
+    auto& o = stats_.offered_at_rank[d];
+    auto& a = stats_.accepted_at_rank[d];
+    if (o.size() < offered) o.resize(offered);
+    if (a.size() < o.size()) a.resize(o.size());
+    for (std::size_t r = 0; r < offered; ++r) o[r] += 1;
+    if (kept) a[rank] += 1;
   }
 
   // Emits accepted_tokens_ then `next`, stopping at a stop condition; rolls the target back to
@@ -365,9 +438,9 @@ class speculative_decoder {
     const std::size_t v = vocab();
     for (std::size_t i = 0; i < prompt.size(); ++i)
       if (prompt[i] < 0 || static_cast<std::size_t>(prompt[i]) >= v)
-        throw std::invalid_argument("prompt[" + std::to_string(i) + "] = " +
-                                    std::to_string(prompt[i]) + " is outside the vocabulary [0, " +
-                                    std::to_string(v) + ")");
+        throw std::invalid_argument("prompt[" + std::to_string(i) +
+                                    "] = " + std::to_string(prompt[i]) +
+                                    " is outside the vocabulary [0, " + std::to_string(v) + ")");
     const std::size_t cap = max_size_of(target_);
     if (prompt.size() > cap)
       throw std::invalid_argument("prompt: " + std::to_string(prompt.size()) +
@@ -399,8 +472,19 @@ class speculative_decoder {
             "generate_options.verification: block verification applies to a chain; a tree is "
             "verified by multi-candidate speculative sampling (leave verification = token)");
     }
-    if (o.verification != chain_verification::token &&
-        o.verification != chain_verification::block)
+    if (o.replan.every > 0) {
+      const auto& c = o.replan.cost.target;
+      if (c.size() < 2)
+        throw std::invalid_argument(
+            "generate_options.replan.cost.target: re-planning needs t(1) (cost.target[1])");
+      for (std::size_t n = 1; n < c.size(); ++n)
+        if (!(c[n] > 0.0) || !std::isfinite(c[n]))
+          throw std::invalid_argument("generate_options.replan.cost.target[" + std::to_string(n) +
+                                      "] must be positive and finite");
+      if (!(o.replan.cost.draft_per_level >= 0.0) || !(o.replan.cost.draft_per_node >= 0.0))
+        throw std::invalid_argument("generate_options.replan.cost: draft costs must be >= 0");
+    }
+    if (o.verification != chain_verification::token && o.verification != chain_verification::block)
       throw std::invalid_argument("generate_options.verification: not token or block");
   }
 
@@ -433,6 +517,7 @@ class speculative_decoder {
   std::vector<float> logits_;
   rejection_workspace verify_ws_;
   block_workspace block_ws_;
+  tree_plan plan_;
   std::vector<token_id> accepted_tokens_;
   tree_draft tree_draft_;
   tree_eval_workspace tree_eval_ws_;

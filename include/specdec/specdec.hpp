@@ -19,6 +19,7 @@
 #include "specdec/math/softmax.hpp"
 #include "specdec/math/warp.hpp"
 #include "specdec/stats.hpp"
+#include "specdec/tree/tree_plan.hpp"
 #include "specdec/types.hpp"
 #include "specdec/verify/block.hpp"
 #include "specdec/verify/greedy.hpp"

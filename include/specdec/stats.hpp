@@ -10,16 +10,22 @@ namespace specdec {
 
 /// Counters and timings of one generate() run (or of the steps since start()).
 struct decode_stats {
-  std::size_t generated_tokens = 0;  ///< tokens emitted to the caller
-  std::size_t target_calls = 0;      ///< target appends after the prompt (one per step)
-  std::size_t draft_calls = 0;       ///< drafter propose calls that returned >= 1 token
-  std::size_t draft_model_calls = 0; ///< appends on the draft model, when the drafter has one
-  std::size_t drafted_tokens = 0;    ///< draft positions sent to the target (a tree: its depth)
-  std::size_t drafted_nodes = 0;     ///< draft tokens sent to the target (a tree: all its nodes)
-  std::size_t accepted_tokens = 0;   ///< draft tokens the verifier kept
+  std::size_t generated_tokens = 0;   ///< tokens emitted to the caller
+  std::size_t target_calls = 0;       ///< target appends after the prompt (one per step)
+  std::size_t draft_calls = 0;        ///< drafter propose calls that returned >= 1 token
+  std::size_t draft_model_calls = 0;  ///< appends on the draft model, when the drafter has one
+  std::size_t drafted_tokens = 0;     ///< draft positions sent to the target (a tree: its depth)
+  std::size_t drafted_nodes = 0;      ///< draft tokens sent to the target (a tree: all its nodes)
+  std::size_t accepted_tokens = 0;    ///< draft tokens the verifier kept
   std::size_t reused_prompt_tokens = 0;  ///< prompt tokens kept in the target from the last run
   std::vector<std::size_t> drafted_at;   ///< [i]: steps whose draft had a token at position i
   std::vector<std::size_t> accepted_at;  ///< [i]: steps that accepted the draft at position i
+  /// [d][r]: steps that judged the r-th candidate at depth d (its parent, or the root for d = 0,
+  /// was accepted and had more than r children); a chain has only r = 0. With accepted_at_rank
+  /// this is acceptance by depth and sibling rank (tree_plan.hpp's acceptance_profile).
+  std::vector<std::vector<std::size_t>> offered_at_rank;
+  /// [d][r]: steps that accepted, at depth d, the r-th candidate.
+  std::vector<std::vector<std::size_t>> accepted_at_rank;
   double prefill_seconds = 0.0;  ///< feeding the prompt to the target
   double draft_seconds = 0.0;    ///< inside the drafter
   double target_seconds = 0.0;   ///< inside the target's append (after the prompt)
@@ -69,12 +75,13 @@ struct decode_stats {
       s += "\n";
     }
     const double t = total_seconds > 0.0 ? total_seconds : 1.0;
-    std::snprintf(line, sizeof line,
-                  "time: prefill %.1f%%, draft %.1f%%, target %.1f%%, verify %.1f%%, other %.1f%%\n",
-                  100 * prefill_seconds / t, 100 * draft_seconds / t, 100 * target_seconds / t,
-                  100 * verify_seconds / t,
-                  100 * (total_seconds - prefill_seconds - draft_seconds - target_seconds -
-                         verify_seconds) / t);
+    std::snprintf(
+        line, sizeof line,
+        "time: prefill %.1f%%, draft %.1f%%, target %.1f%%, verify %.1f%%, other %.1f%%\n",
+        100 * prefill_seconds / t, 100 * draft_seconds / t, 100 * target_seconds / t,
+        100 * verify_seconds / t,
+        100 * (total_seconds - prefill_seconds - draft_seconds - target_seconds - verify_seconds) /
+            t);
     s += line;
     return s;
   }

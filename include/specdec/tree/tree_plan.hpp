@@ -1,0 +1,157 @@
+// specdec/tree/tree_plan.hpp - the tree shape (or chain length) that maximises predicted tokens
+// per second, from measured acceptance by depth and sibling rank and a cost curve of the target
+// (after Sequoia, Chen et al. 2024, restricted to the full shapes k1 x k2 x ... the drafters
+// build).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "specdec/stats.hpp"
+
+namespace specdec {
+
+/**
+ * rate[d][r]: the probability that, given the node at depth d was accepted (the root for d = 0),
+ * its r-th candidate child is the one accepted at depth d + 1. For a chain only r = 0 exists.
+ * Verification walks candidates in order and judges the r-th only after the earlier ones were
+ * rejected, so rate[d][r] does not depend on how many candidates follow it: a profile measured
+ * with wide trees serves for narrower ones.
+ */
+struct acceptance_profile {
+  std::vector<std::vector<double>> rate;
+
+  /// P(one of the first k candidates at depth d is accepted | depth d reached); 0 where the
+  /// profile has no measurement.
+  double accepted_within(std::size_t d, std::size_t k) const {
+    if (d >= rate.size()) return 0.0;
+    double a = 0.0;
+    for (std::size_t r = 0; r < std::min(k, rate[d].size()); ++r) a += rate[d][r];
+    return std::min(a, 1.0);
+  }
+
+  /**
+   * The profile a decoder measured: rate[d][r] = accepted_at_rank[d][r] / offered_at_rank[d][r]
+   * where at least `min_offered` steps offered that candidate (rarer cells and every cell after
+   * them at the same depth are left out: unmeasured means never planned).
+   */
+  static acceptance_profile from_stats(const decode_stats& s, std::size_t min_offered = 16) {
+    acceptance_profile p;
+    for (std::size_t d = 0; d < s.offered_at_rank.size(); ++d) {
+      std::vector<double> row;
+      for (std::size_t r = 0; r < s.offered_at_rank[d].size(); ++r) {
+        const std::size_t offered = s.offered_at_rank[d][r];
+        if (offered < min_offered) break;
+        const std::size_t accepted =
+            r < s.accepted_at_rank[d].size() ? s.accepted_at_rank[d][r] : 0;
+        row.push_back(static_cast<double>(accepted) / static_cast<double>(offered));
+      }
+      if (row.empty()) break;
+      p.rate.push_back(std::move(row));
+    }
+    return p;
+  }
+};
+
+/// What a step costs, in seconds: the target scoring n tokens in one call (target[n], n >= 1;
+/// target[0] is unused), and drafting, per tree level (one draft call) and per drafted node.
+struct step_cost_model {
+  std::vector<double> target;
+  double draft_per_level = 0.0;
+  double draft_per_node = 0.0;
+};
+
+/// A planned shape: branching factors per depth (empty = plain decoding; all ones = a chain).
+struct tree_plan {
+  std::vector<std::size_t> branching;
+  std::size_t nodes = 0;          ///< drafted nodes (root excluded)
+  double tokens_per_step = 1.0;   ///< predicted: 1 + expected accepted drafts
+  double seconds_per_step = 0.0;  ///< predicted from the cost model
+  double tokens_per_second() const { return tokens_per_step / seconds_per_step; }
+};
+
+namespace detail {
+
+struct plan_search {
+  const acceptance_profile& profile;
+  const step_cost_model& cost;
+  std::size_t max_nodes, max_depth, max_width;
+  bool chain_only;
+  tree_plan best;
+  std::vector<std::size_t> shape;
+
+  void consider(std::size_t nodes, double tokens) {
+    const double seconds = cost.target[nodes + 1] +
+                           cost.draft_per_level * static_cast<double>(shape.size()) +
+                           cost.draft_per_node * static_cast<double>(nodes);
+    if (tokens / seconds > best.tokens_per_second()) best = {shape, nodes, tokens, seconds};
+  }
+  // Extends `shape` (whose deepest level has `width` nodes, reached with probability `reach`)
+  // by one more level.
+  void extend(std::size_t nodes, std::size_t width, double reach, double tokens) {
+    const std::size_t d = shape.size();
+    if (d >= max_depth || d >= profile.rate.size()) return;
+    const std::size_t widest = chain_only ? 1 : std::min(max_width, profile.rate[d].size());
+    for (std::size_t k = 1; k <= widest; ++k) {
+      const std::size_t level = width * k;
+      if (nodes + level > max_nodes || nodes + level + 1 >= cost.target.size()) break;
+      const double next_reach = reach * profile.accepted_within(d, k);
+      shape.push_back(k);
+      consider(nodes + level, tokens + next_reach);
+      extend(nodes + level, level, next_reach, tokens + next_reach);
+      shape.pop_back();
+    }
+  }
+};
+
+}  // namespace detail
+
+/**
+ * The full shape k1 x ... x kD (D <= max_depth, k_d <= the ranks the profile measured at depth
+ * d, at most max_nodes drafted nodes and no more than the cost curve covers) that maximises
+ * predicted tokens per second: (1 + sum over depths of P(depth reached)) / (target[nodes + 1] +
+ * D x draft_per_level + nodes x draft_per_node), P(depth d reached) being the product of
+ * accepted_within over the levels above. Plain decoding (an empty shape, cost target[1]) is a
+ * candidate too, so a profile or a cost curve under which speculation does not pay plans no
+ * drafts. Exhaustive over the shapes within the bounds (a few thousand for 64 nodes). Throws
+ * std::invalid_argument for a cost curve without target[1] or with a value that is not positive
+ * and finite.
+ */
+inline tree_plan plan_tree(const acceptance_profile& profile, const step_cost_model& cost,
+                           std::size_t max_nodes = 64, std::size_t max_depth = 8,
+                           std::size_t max_width = 8) {
+  if (cost.target.size() < 2)
+    throw std::invalid_argument("plan_tree: cost.target needs t(1) (cost.target[1])");
+  for (std::size_t n = 1; n < cost.target.size(); ++n)
+    if (!(cost.target[n] > 0.0) || !std::isfinite(cost.target[n]))
+      throw std::invalid_argument("plan_tree: cost.target[" + std::to_string(n) +
+                                  "] must be positive and finite");
+  if (!(cost.draft_per_level >= 0.0) || !(cost.draft_per_node >= 0.0))
+    throw std::invalid_argument("plan_tree: draft costs must be >= 0");
+  detail::plan_search s{profile, cost, max_nodes, max_depth, max_width, false, {}, {}};
+  s.best = {{}, 0, 1.0, cost.target[1]};
+  s.extend(0, 1, 1.0, 1.0);
+  return s.best;
+}
+
+/// plan_tree restricted to chains: the draft length K (the plan's branching is K ones; empty
+/// for K = 0).
+inline tree_plan plan_chain(const acceptance_profile& profile, const step_cost_model& cost,
+                            std::size_t max_k = 16) {
+  if (cost.target.size() < 2)
+    throw std::invalid_argument("plan_chain: cost.target needs t(1) (cost.target[1])");
+  for (std::size_t n = 1; n < cost.target.size(); ++n)
+    if (!(cost.target[n] > 0.0) || !std::isfinite(cost.target[n]))
+      throw std::invalid_argument("plan_chain: cost.target[" + std::to_string(n) +
+                                  "] must be positive and finite");
+  detail::plan_search s{profile, cost, max_k, max_k, 1, true, {}, {}};
+  s.best = {{}, 0, 1.0, cost.target[1]};
+  s.extend(0, 1, 1.0, 1.0);
+  return s.best;
+}
+
+}  // namespace specdec
