@@ -2,218 +2,174 @@
 //
 // Shows the library end to end on a real transformer: the reference adapter (model.hpp), a
 // drafter chosen by flag (none, a layer-skip view of the same weights, a second checkpoint, or
-// prompt lookup), streaming output, and the decoder's statistics.
+// prompt lookup), streaming output, and the decoder's statistics, as text or as one JSON object.
 //
-//   specdec-generate --prompt "I dreamed" -n 64 --draft layers:2 -k 4 --temperature 0
+//   specdec-generate -p "I dreamed" -n 64 --draft layers:2 -k 4 --temp 0
+//   specdec-generate -m big.bin -md draft.bin --draft-max 5 --json | jq .stats.tokens_per_second
 //
-// Exit status: 0 on success; 2 for a bad flag or value (checked before anything is loaded);
-// 1 when a file cannot be read or the model or decoder refuses a value.
-#include <algorithm>
-#include <charconv>
-#include <cstdint>
+// Flags are parsed by llama2c/cli.hpp (CLI11; --help lists them). Exit status: 0 on success; 2 for
+// a bad flag or value (checked before anything is loaded); 1 when a file cannot be read or the
+// model or decoder refuses a value (see docs/llama2c.md for the reference).
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
-#include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <memory>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <specdec/specdec.hpp>
+#include <sstream>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include <specdec/specdec.hpp>
-
+#include "llama2c/cli.hpp"
+#include "llama2c/min_draft.hpp"
 #include "llama2c/model.hpp"
+#include "llama2c/report.hpp"
 #include "llama2c/tokenizer.hpp"
-
-#ifndef SPECDEC_MODELS_DIR
-#define SPECDEC_MODELS_DIR "../shared/models"
-#endif
 
 namespace {
 
 namespace l2 = specdec::llama2c;
+using json = nlohmann::ordered_json;  // keys in the documented order
 
-struct cli {
-  std::string model = std::string(SPECDEC_MODELS_DIR) + "/aidreams260K.bin";
-  std::string tokenizer = std::string(SPECDEC_MODELS_DIR) + "/aidreams260K.tok512.bin";
-  std::string prompt = "I dreamed";
-  std::size_t steps = 64;
-  specdec::sampling_params sampling{.temperature = 0.0f};
-  std::string draft = "layers:3";  // none | ngram | layers:L | model:PATH, checked by parse()
-  std::size_t draft_layers = 0;     // L of layers:L
-  std::string draft_model;          // PATH of model:PATH
-  std::size_t k = 4;
-  std::size_t ngram_min = 2, ngram_max = 4;
-  std::size_t ngram_candidates = 1;
-  std::vector<std::size_t> tree;  // empty: a chain of k drafts
-  specdec::candidate_draw draw = specdec::candidate_draw::iid;
-  bool quiet = false;
-  std::size_t threads = 0;     // 0 = the hardware's
-  bool compare_plain = false;  // also time plain decoding of the same request
+// What the program learned on loading, for the report.
+struct loaded {
+  std::string prompt;  // the prompt text (from -p or -f)
+  std::size_t seq_len = 0, threads = 0, bytes = 0;
+  double load_seconds = 0.0;
 };
 
-const char* const usage =
-    "usage: specdec-generate [options]\n"
-    "  --model PATH         llama2.c checkpoint (default: " SPECDEC_MODELS_DIR "/aidreams260K.bin)\n"
-    "  --tokenizer PATH     its tokenizer (default: aidreams260K.tok512.bin for the default\n"
-    "                       model, tokenizer.bin beside any other --model)\n"
-    "  --prompt TEXT        prompt (default: \"I dreamed\")\n"
-    "  -n N                 new tokens to generate (default 64)\n"
-    "  --temperature T      0 = greedy (default 0)\n"
-    "  --top-p P            nucleus sampling, (0, 1] (default 1 = off)\n"
-    "  --top-k K            keep the K most likely tokens (default 0 = off)\n"
-    "  --min-p P            drop tokens below P x the most likely (default 0 = off)\n"
-    "  --seed S             random seed (default 0)\n"
-    "  --draft D            none | layers:L | model:PATH | ngram (default layers:3)\n"
-    "  -k K                 draft tokens per target call (default 4)\n"
-    "  --threads N          threads for the target and the draft (default 0 = all cores)\n"
-    "  --compare-plain      also run plain decoding of the same request and print both times\n"
-    "                       and their ratio (and, when greedy, whether the outputs agree)\n"
-    "  --ngram-min N        shortest n-gram prompt lookup matches (default 2)\n"
-    "  --ngram-max N        longest n-gram prompt lookup matches (default 4)\n"
-    "  --ngram-candidates N verify up to N n-gram continuations at once, as a trie (default 1)\n"
-    "  --tree SHAPE         multi-candidate drafting: a token tree k1xk2x..., e.g. 4x2x2\n"
-    "  --replacement R      with | without: how a sampled tree draws candidates (default with)\n"
-    "  --quiet              print only the statistics\n"
-    "exit status: 0 done; 2 bad flag or value; 1 a file cannot be read or the model or decoder\n"
-    "refuses a value (e.g. layers:L above the model's layer count, a prompt past its context)\n";
-
-[[noreturn]] void fail(const std::string& message) {
-  std::fprintf(stderr, "specdec-generate: %s\n%s", message.c_str(), usage);
-  std::exit(2);
-}
-
-template <class T>
-T number(std::string_view flag, std::string_view text) {
-  T value{};
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size())
-    fail(std::string(flag) + ": '" + std::string(text) + "' is not a valid number");
-  return value;
-}
-
-cli parse(int argc, char** argv) {
-  cli c;
-  bool tokenizer_given = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(usage, stdout);
-      std::exit(0);
-    }
-    if (flag == "--quiet") {
-      c.quiet = true;
-      continue;
-    }
-    if (flag == "--compare-plain") {
-      c.compare_plain = true;
-      continue;
-    }
-    constexpr std::string_view with_value[] = {
-        "--model", "--tokenizer", "--prompt", "-n", "--temperature", "--top-p", "--top-k",
-        "--min-p", "--seed", "--draft", "-k", "--ngram-min", "--ngram-max", "--ngram-candidates",
-        "--tree", "--replacement", "--threads"};
-    if (std::find(std::begin(with_value), std::end(with_value), flag) == std::end(with_value))
-      fail("unknown option " + std::string(flag));
-    if (i + 1 >= argc) fail(std::string(flag) + ": missing value");
-    const std::string_view value = argv[++i];
-    if (flag == "--model") c.model = value;
-    else if (flag == "--tokenizer") c.tokenizer = value, tokenizer_given = true;
-    else if (flag == "--prompt") c.prompt = value;
-    else if (flag == "-n") c.steps = number<std::size_t>(flag, value);
-    else if (flag == "--temperature") c.sampling.temperature = number<float>(flag, value);
-    else if (flag == "--top-p") c.sampling.top_p = number<float>(flag, value);
-    else if (flag == "--top-k") c.sampling.top_k = number<std::size_t>(flag, value);
-    else if (flag == "--min-p") c.sampling.min_p = number<float>(flag, value);
-    else if (flag == "--seed") c.sampling.seed = number<std::uint64_t>(flag, value);
-    else if (flag == "--draft") c.draft = value;
-    else if (flag == "-k") c.k = number<std::size_t>(flag, value);
-    else if (flag == "--threads") c.threads = number<std::size_t>(flag, value);
-    else if (flag == "--ngram-min") c.ngram_min = number<std::size_t>(flag, value);
-    else if (flag == "--ngram-max") c.ngram_max = number<std::size_t>(flag, value);
-    else if (flag == "--ngram-candidates") c.ngram_candidates = number<std::size_t>(flag, value);
-    else if (flag == "--tree") {
-      try {
-        c.tree = specdec::parse_branching(value);
-      } catch (const std::invalid_argument& e) {
-        fail(std::string("--tree: ") + e.what());
-      }
-    } else if (flag == "--replacement") {
-      if (value == "with") c.draw = specdec::candidate_draw::iid;
-      else if (value == "without") c.draw = specdec::candidate_draw::without_replacement;
-      else fail("--replacement: '" + std::string(value) + "' is not with or without");
-    }
-  }
-  if (!tokenizer_given && c.model != cli{}.model) {
-    // A custom checkpoint: look for tokenizer.bin beside it.
-    c.tokenizer = (std::filesystem::path(c.model).parent_path() / "tokenizer.bin").string();
-  }
-  if (c.steps == 0) fail("-n: must be >= 1");
-  if (c.draft.starts_with("layers:")) {
-    c.draft_layers = number<std::size_t>("--draft layers", std::string_view(c.draft).substr(7));
-    if (c.draft_layers == 0) fail("--draft layers:L: L must be >= 1");
-  } else if (c.draft.starts_with("model:")) {
-    c.draft_model = c.draft.substr(6);
-    if (c.draft_model.empty()) fail("--draft model:PATH: the path is empty");
-  } else if (c.draft != "none" && c.draft != "ngram") {
-    fail("--draft: '" + c.draft + "' is not none, layers:L, model:PATH or ngram");
-  }
-  if (c.threads > 256) fail("--threads: " + std::to_string(c.threads) + " exceeds 256");
-  if (c.ngram_candidates == 0) fail("--ngram-candidates: must be >= 1");
-  if (c.ngram_candidates > 1) {
-    if (c.draft != "ngram") fail("--ngram-candidates: needs --draft ngram");
-    if (!c.tree.empty()) fail("--ngram-candidates and --tree: give one of them");
-    c.tree.assign(std::max<std::size_t>(c.k, 1), 1);  // N candidates of up to k tokens
-    c.tree[0] = c.ngram_candidates;
-  }
-  if (c.draft == "none" && !c.tree.empty())
-    fail("--tree: needs a drafter (--draft layers:L, model:PATH or ngram)");
-  try {
-    c.sampling.validate();
-  } catch (const std::invalid_argument& e) {
-    fail(e.what());
-  }
-  return c;
+std::string read_prompt_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("-f/--file '" + path + "': cannot be read");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw std::runtime_error("-f/--file '" + path + "': read error");
+  if (!text.empty() && text.back() == '\n') text.pop_back();  // as llama.cpp's -f does
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  if (text.empty()) throw std::runtime_error("-f/--file '" + path + "': the prompt is empty");
+  return text;
 }
 
 const char* reason_text(specdec::stop_reason r) {
   switch (r) {
-    case specdec::stop_reason::max_new_tokens: return "the token limit (-n)";
-    case specdec::stop_reason::stop_token: return "an end-of-text token";
-    case specdec::stop_reason::callback: return "the caller";
-    case specdec::stop_reason::context_full: return "a full context (the model's seq_len)";
+    case specdec::stop_reason::max_new_tokens:
+      return "the token limit (-n)";
+    case specdec::stop_reason::stop_token:
+      return "an end-of-text token";
+    case specdec::stop_reason::callback:
+      return "the caller";
+    case specdec::stop_reason::context_full:
+      return "a full context";
   }
   return "?";
 }
 
+// Refuses a prompt that leaves no room to generate, with the numbers and what to change.
+void check_room(std::size_t prompt_tokens, std::size_t context, std::size_t seq_len) {
+  if (prompt_tokens < context) return;
+  const std::string fix = context < seq_len
+                              ? "shorten the prompt or raise -c/--ctx-size, at most to the "
+                                "model's seq_len " +
+                                    std::to_string(seq_len)
+                              : "shorten the prompt: the context is the model's seq_len";
+  throw std::length_error("the prompt's " + std::to_string(prompt_tokens) + " tokens " +
+                          (prompt_tokens == context ? "fill" : "exceed") + " the context of " +
+                          std::to_string(context) + " tokens, so nothing can be generated: " + fix);
+}
+
 template <class Drafter>
-int run(const cli& c, l2::model& target, Drafter& drafter, const l2::tokenizer& tok) {
+int run(const l2::cli_options& c, const loaded& info, l2::model& target, Drafter& drafter,
+        const l2::tokenizer& tok, std::size_t (*dropped)(const Drafter&)) {
   specdec::speculative_decoder decoder(target, drafter);
-  const auto prompt = tok.encode(c.prompt);
+  const auto prompt = tok.encode(info.prompt);
+  check_room(prompt.size(), target.max_size(), info.seq_len);
   specdec::generate_options o;
-  o.max_new_tokens = c.steps;
+  const std::size_t room = target.max_size() - prompt.size();
+  o.max_new_tokens = c.n_predict == l2::unlimited ? room : c.n_predict;
   o.draft_length = c.k;
   o.sampling = c.sampling;
   o.stop_tokens = {l2::tokenizer::bos_id, l2::tokenizer::eos_id};
   o.tree = c.tree;
   o.tree_draw = c.draw;
+
+  const bool progress =
+      l2::show_progress(isatty(STDERR_FILENO) == 1, isatty(STDOUT_FILENO) == 1, c.json);
+  const auto start = std::chrono::steady_clock::now();
+  double last_shown = 0.0;
+  std::size_t emitted = 0;
+  std::string text;  // the generated text (not the prompt)
   specdec::token_id prev = prompt.back();
-  if (!c.quiet) {
-    std::printf("%s", tok.decode(prompt).c_str());
-    o.on_token = [&](specdec::token_id t) {
-      std::printf("%s", tok.decode(prev, t).c_str());
+  if (!c.quiet && !c.json) std::printf("%s", tok.decode(prompt).c_str());
+  o.on_token = [&](specdec::token_id t) {
+    const std::string piece = tok.decode(prev, t);
+    prev = t;
+    text += piece;
+    ++emitted;
+    if (!c.json) {
+      std::fputs(piece.c_str(), stdout);
       std::fflush(stdout);
-      prev = t;
-      return true;
-    };
-  }
+    }
+    if (progress) {
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (s > 0.5 && s - last_shown > 0.2) {
+        std::fputs(l2::progress_line(emitted, s).c_str(), stderr);
+        last_shown = s;
+      }
+    }
+    return true;
+  };
   const auto r = decoder.generate(prompt, o);
-  std::printf("\n\n%s", r.stats.summary().c_str());
-  if (r.stats.draft_model_calls)
-    std::printf("draft model calls: %zu\n", r.stats.draft_model_calls);
-  std::printf("stopped at %s\n", reason_text(r.reason));
+  if (progress && last_shown > 0.0) std::fputs("\r\033[K", stderr);  // erase the progress line
+
+  // With -n -1 the token limit is the room left, so reaching it means the context is full.
+  const specdec::stop_reason reason =
+      r.reason == specdec::stop_reason::max_new_tokens && c.n_predict == l2::unlimited
+          ? specdec::stop_reason::context_full
+          : r.reason;
+  const bool context_full = reason == specdec::stop_reason::context_full;
+  const std::string full_note = "stopped after " + std::to_string(r.tokens.size()) +
+                                " tokens: the context of " + std::to_string(target.max_size()) +
+                                " tokens is full" +
+                                (target.max_size() < info.seq_len ? " (-c/--ctx-size)" : "");
+  json report;
+  if (c.quiet) {
+    std::fputs("\n", stdout);
+    if (context_full) std::fprintf(stderr, "specdec-generate: %s\n", full_note.c_str());
+  } else if (!c.json) {
+    std::printf("\n\n%s", r.stats.summary().c_str());
+    if (r.stats.draft_model_calls)
+      std::printf("draft model calls: %zu\n", r.stats.draft_model_calls);
+    if (c.draft_min > 0)
+      std::printf("drafts shorter than --draft-min %zu, not verified: %zu\n", c.draft_min,
+                  dropped(drafter));
+    if (context_full)
+      std::printf("%s\n", full_note.c_str());
+    else
+      std::printf("stopped at %s\n", reason_text(reason));
+  } else {
+    report["request"] = {
+        {"prompt", info.prompt},
+        {"prompt_file", c.prompt_file.empty() ? json(nullptr) : json(c.prompt_file)},
+        {"prompt_tokens", prompt.size()},
+        {"max_new_tokens", o.max_new_tokens}};
+    report["options"] = l2::options_json(c);
+    report["model"] = {{"dim", target.cfg().dim},           {"n_layers", target.cfg().n_layers},
+                       {"vocab_size", target.vocab_size()}, {"seq_len", info.seq_len},
+                       {"context", target.max_size()},      {"bytes", info.bytes},
+                       {"load_seconds", info.load_seconds}, {"threads", info.threads}};
+    report["text"] = text;
+    report["tokens"] = r.tokens;
+    report["stop_reason"] = l2::stop_reason_name(reason);
+    report["stats"] = l2::stats_json(r.stats);
+    report["draft_min_dropped"] = dropped(drafter);
+  }
+
   if (c.compare_plain) {
     // The same request without a drafter, on the same target (its cache is refilled).
     o.on_token = nullptr;
@@ -221,55 +177,112 @@ int run(const cli& c, l2::model& target, Drafter& drafter, const l2::tokenizer& 
     const auto decode_s = [](const specdec::decode_stats& s) {
       return s.total_seconds - s.prefill_seconds;
     };
-    std::printf("plain decoding: %zu tokens in %.3f s (%.1f tokens/s)\n",
-                plain.stats.generated_tokens, decode_s(plain.stats),
-                plain.stats.tokens_per_second());
-    std::printf("speculative:    %zu tokens in %.3f s (%.1f tokens/s)\n",
-                r.stats.generated_tokens, decode_s(r.stats), r.stats.tokens_per_second());
-    std::printf("speed-up: %.2fx (tokens/s, prompt excluded)\n",
-                r.stats.tokens_per_second() / plain.stats.tokens_per_second());
-    if (c.sampling.temperature == 0.0f)
-      std::printf("identical output: %s\n", plain.tokens == r.tokens ? "yes" : "no");
+    const double speedup = r.stats.tokens_per_second() / plain.stats.tokens_per_second();
+    const bool greedy = c.sampling.temperature == 0.0f;
+    if (c.json) {
+      report["compare_plain"] = {
+          {"stats", l2::stats_json(plain.stats)},
+          {"speedup", speedup},
+          {"identical", greedy ? json(plain.tokens == r.tokens) : json(nullptr)}};
+    } else {
+      std::printf("plain decoding: %zu tokens in %.3f s (%.1f tokens/s)\n",
+                  plain.stats.generated_tokens, decode_s(plain.stats),
+                  plain.stats.tokens_per_second());
+      std::printf("speculative:    %zu tokens in %.3f s (%.1f tokens/s)\n",
+                  r.stats.generated_tokens, decode_s(r.stats), r.stats.tokens_per_second());
+      std::printf("speed-up: %.2fx (tokens/s, prompt excluded)\n", speedup);
+      if (greedy) std::printf("identical output: %s\n", plain.tokens == r.tokens ? "yes" : "no");
+    }
+  }
+  if (c.json) {
+    // Invalid UTF-8 (a multi-byte character cut by the token limit) becomes U+FFFD; "tokens"
+    // holds the exact ids.
+    std::puts(report.dump(2, ' ', false, json::error_handler_t::replace).c_str());
   }
   return 0;
+}
+
+template <class Inner>
+int run_wrapped(const l2::cli_options& c, const loaded& info, l2::model& target, Inner& inner,
+                const l2::tokenizer& tok) {
+  l2::min_length_drafter<Inner> drafter(inner, c.draft_min);
+  return run(
+      c, info, target, drafter, tok,
+      +[](const l2::min_length_drafter<Inner>& d) { return d.dropped(); });
+}
+
+int generate(const l2::cli_options& c) {
+  loaded info;
+  info.prompt = c.prompt_file.empty() ? c.prompt : read_prompt_file(c.prompt_file);
+  auto pool = std::make_shared<l2::thread_pool>(c.threads);  // shared by target and draft
+  const auto weights = l2::load_checkpoint(c.model);
+  info.seq_len = weights->cfg().seq_len;
+  if (c.ctx_size > info.seq_len)
+    throw std::invalid_argument("-c/--ctx-size " + std::to_string(c.ctx_size) +
+                                ": exceeds the model's seq_len " + std::to_string(info.seq_len));
+  info.threads = pool->size();
+  info.bytes = weights->bytes();
+  info.load_seconds = weights->load_seconds();
+  l2::model target(weights, {.max_context = c.ctx_size, .pool = pool});
+  const l2::tokenizer tok(c.tokenizer, target.vocab_size());
+  if (!c.quiet && !c.json)
+    std::printf(
+        "model %s: dim %zu, %zu layers, vocab %zu, context %zu, %.1f MB loaded in "
+        "%.3f s; %zu thread(s); draft %s, K = %zu\n\n",
+        c.model.c_str(), target.cfg().dim, target.cfg().n_layers, target.vocab_size(),
+        target.max_size(), static_cast<double>(info.bytes) / 1e6, info.load_seconds, info.threads,
+        c.draft_text.c_str(), c.k);
+  switch (c.draft) {
+    case l2::draft_kind::none: {
+      specdec::no_drafter none;
+      return run(
+          c, info, target, none, tok, +[](const specdec::no_drafter&) { return std::size_t{0}; });
+    }
+    case l2::draft_kind::ngram: {
+      specdec::ngram_drafter lookup(c.ngram);
+      return run_wrapped(c, info, target, lookup, tok);
+    }
+    case l2::draft_kind::layers: {
+      l2::layer_skip_draft draft_model(target, c.draft_layers);
+      specdec::model_drafter drafter(draft_model);
+      return run_wrapped(c, info, target, drafter, tok);
+    }
+    case l2::draft_kind::model: {
+      // The draft's context is the target's: the decoder keeps both at the same length.
+      l2::model draft_model(l2::load_checkpoint(c.draft_model),
+                            {.max_context = target.max_size(), .pool = pool});
+      specdec::model_drafter drafter(draft_model);
+      return run_wrapped(c, info, target, drafter, tok);
+    }
+  }
+  return 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const cli c = parse(argc, argv);  // exits with 2 on a bad flag or value
+  l2::cli_options c;
   try {
-    auto pool = std::make_shared<l2::thread_pool>(c.threads);  // shared by target and draft
-    const auto weights = l2::load_checkpoint(c.model);
-    l2::model target(weights, {.pool = pool});
-    const l2::tokenizer tok(c.tokenizer, target.vocab_size());
-    std::printf("model %s: dim %zu, %zu layers, vocab %zu, context %zu, %.1f MB loaded in "
-                "%.3f s; %zu thread(s); draft %s, K = %zu\n\n",
-                c.model.c_str(), target.cfg().dim, target.cfg().n_layers, target.vocab_size(),
-                target.max_size(), static_cast<double>(weights->bytes()) / 1e6,
-                weights->load_seconds(), pool->size(), c.draft.c_str(), c.k);
-    if (c.draft == "none") {
-      specdec::no_drafter none;
-      return run(c, target, none, tok);
-    }
-    if (c.draft == "ngram") {
-      specdec::ngram_drafter lookup({.min_ngram = c.ngram_min, .max_ngram = c.ngram_max,
-                                     .max_draft = std::max<std::size_t>(c.k, 1)});
-      return run(c, target, lookup, tok);
-    }
-    if (c.draft_layers > 0) {
-      l2::layer_skip_draft draft_model(target, c.draft_layers);
-      specdec::model_drafter drafter(draft_model);
-      return run(c, target, drafter, tok);
-    }
-    // parse() admits nothing else. The draft's context is the target's: the decoder keeps both
-    // at the same length.
-    l2::model draft_model(l2::load_checkpoint(c.draft_model),
-                          {.max_context = target.max_size(), .pool = pool});
-    specdec::model_drafter drafter(draft_model);
-    return run(c, target, drafter, tok);
+    c = l2::parse_cli(argc, argv);
+  } catch (const std::exception& e) {  // usage_error, or anything the parser itself threw
+    std::fprintf(stderr, "specdec-generate: %s\n(specdec-generate --help lists the flags)\n",
+                 e.what());
+    return 2;
+  }
+  if (!c.help.empty()) {
+    std::fputs(c.help.c_str(), stdout);
+    return 0;
+  }
+  try {
+    return generate(c);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "specdec-generate: out of memory (a request too large for this "
+                 "machine: check -k, --tree, --ngram-candidates and -c)\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "specdec-generate: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "specdec-generate: an unknown error\n");
   }
+  return 1;
 }

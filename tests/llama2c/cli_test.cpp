@@ -1,0 +1,344 @@
+// specdec-generate's command line (llama2c/cli.hpp), its --json pieces (llama2c/report.hpp) and
+// the --draft-min wrapper (llama2c/min_draft.hpp): every flag, every spelling, every bad value.
+// No checkpoint needed.
+#include <catch2/catch.hpp>
+#include <cstddef>
+#include <limits>
+#include <llama2c/cli.hpp>
+#include <llama2c/min_draft.hpp>
+#include <llama2c/report.hpp>
+#include <specdec/specdec.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace l2 = specdec::llama2c;
+using args = std::vector<std::string>;
+
+l2::cli_options parse(args a) { return l2::parse_cli(std::move(a)); }
+
+}  // namespace
+
+TEST_CASE("cli: defaults") {
+  const auto c = parse({});
+  CHECK(c.help.empty());
+  CHECK(c.model.ends_with("/aidreams260K.bin"));
+  CHECK(c.tokenizer.ends_with("/aidreams260K.tok512.bin"));
+  CHECK(c.prompt == "I dreamed");
+  CHECK(c.prompt_file.empty());
+  CHECK(c.n_predict == 64);
+  CHECK(c.sampling.temperature == 0.0f);
+  CHECK(c.sampling.top_k == 0);
+  CHECK(c.sampling.top_p == 1.0f);
+  CHECK(c.sampling.min_p == 0.0f);
+  CHECK(c.sampling.seed == 0);
+  CHECK(c.draft == l2::draft_kind::layers);
+  CHECK(c.draft_layers == 3);
+  CHECK(c.k == 4);
+  CHECK(c.draft_min == 0);
+  CHECK(c.ngram.min_ngram == 2);
+  CHECK(c.ngram.max_ngram == 4);
+  CHECK(c.ngram_candidates == 1);
+  CHECK(c.tree.empty());
+  CHECK(c.draw == specdec::candidate_draw::iid);
+  CHECK(c.ctx_size == 0);
+  CHECK(c.threads == 0);
+  CHECK_FALSE(c.quiet);
+  CHECK_FALSE(c.json);
+  CHECK_FALSE(c.compare_plain);
+}
+
+TEST_CASE("cli: every flag in every spelling") {
+  SECTION("model, tokenizer, context, threads") {
+    CHECK(parse({"--model", "a/b.bin"}).model == "a/b.bin");
+    CHECK(parse({"-m", "a/b.bin"}).model == "a/b.bin");
+    CHECK(parse({"--model=a/b.bin"}).model == "a/b.bin");
+    // Another model without --tokenizer: tokenizer.bin beside it.
+    CHECK(parse({"-m", "a/b.bin"}).tokenizer == "a/tokenizer.bin");
+    CHECK(parse({"-m", "a/b.bin", "--tokenizer", "t.bin"}).tokenizer == "t.bin");
+    CHECK(parse({"-c", "64"}).ctx_size == 64);
+    CHECK(parse({"--ctx-size", "0"}).ctx_size == 0);
+    CHECK(parse({"-t", "2"}).threads == 2);
+    CHECK(parse({"--threads", "256"}).threads == 256);
+  }
+  SECTION("prompt and output") {
+    CHECK(parse({"-p", "Once"}).prompt == "Once");
+    CHECK(parse({"--prompt", "Once upon"}).prompt == "Once upon");
+    CHECK(parse({"--prompt", "-starts with a dash"}).prompt == "-starts with a dash");
+    CHECK(parse({"-p", "-abc"}).prompt == "-abc");  // a value, not llama.cpp-style -abc flag
+    CHECK(parse({"-f", "p.txt"}).prompt_file == "p.txt");
+    CHECK(parse({"--file", "p.txt"}).prompt_file == "p.txt");
+    CHECK(parse({"-n", "7"}).n_predict == 7);
+    CHECK(parse({"--n-predict", "7"}).n_predict == 7);
+    CHECK(parse({"-n7"}).n_predict == 7);
+    CHECK(parse({"-n", "-1"}).n_predict == l2::unlimited);
+    CHECK(parse({"--quiet"}).quiet);
+    CHECK(parse({"--json"}).json);
+    CHECK(parse({"--compare-plain"}).compare_plain);
+    CHECK(parse({"--json", "--compare-plain"}).compare_plain);
+  }
+  SECTION("sampling") {
+    CHECK(parse({"--temp", "0.7"}).sampling.temperature == 0.7f);
+    CHECK(parse({"--temperature", "1"}).sampling.temperature == 1.0f);
+    CHECK(parse({"--top-k", "40"}).sampling.top_k == 40);
+    CHECK(parse({"--top-p", "0.9"}).sampling.top_p == 0.9f);
+    CHECK(parse({"--min-p", "0.05"}).sampling.min_p == 0.05f);
+    CHECK(parse({"-s", "42"}).sampling.seed == 42);
+    CHECK(parse({"--seed", "18446744073709551615"}).sampling.seed ==
+          std::numeric_limits<std::uint64_t>::max());
+  }
+  SECTION("drafting") {
+    CHECK(parse({"--draft", "none"}).draft == l2::draft_kind::none);
+    CHECK(parse({"--draft", "ngram"}).draft == l2::draft_kind::ngram);
+    const auto layers = parse({"--draft", "layers:2"});
+    CHECK(layers.draft == l2::draft_kind::layers);
+    CHECK(layers.draft_layers == 2);
+    const auto model = parse({"--draft", "model:d.bin"});
+    CHECK(model.draft == l2::draft_kind::model);
+    CHECK(model.draft_model == "d.bin");
+    CHECK(model.draft_layers == 0);
+    for (const char* spelling : {"-md", "--model-draft"}) {
+      const auto md = parse({spelling, "d.bin"});
+      CHECK(md.draft == l2::draft_kind::model);
+      CHECK(md.draft_model == "d.bin");
+      CHECK(md.draft_text == "model:d.bin");
+    }
+    for (const char* spelling : {"-k", "--draft-max", "--num-speculative-tokens"})
+      CHECK(parse({spelling, "6"}).k == 6);
+    CHECK(parse({"-k", "0"}).k == 0);
+    CHECK(parse({"-k", "1024"}).k == 1024);
+    CHECK(parse({"--draft-min", "2"}).draft_min == 2);
+    CHECK(parse({"--draft-max", "8", "--draft-min", "8"}).draft_min == 8);
+    const auto ng = parse({"--draft", "ngram", "--ngram-min", "1", "--ngram-max", "3", "-k", "8"});
+    CHECK(ng.ngram.min_ngram == 1);
+    CHECK(ng.ngram.max_ngram == 3);
+    CHECK(ng.ngram.max_draft == 8);
+    const auto vllm =
+        parse({"--draft", "ngram", "--prompt-lookup-min", "3", "--prompt-lookup-max", "5"});
+    CHECK(vllm.ngram.min_ngram == 3);
+    CHECK(vllm.ngram.max_ngram == 5);
+    const auto cand = parse({"--draft", "ngram", "--ngram-candidates", "3", "-k", "4"});
+    CHECK(cand.ngram_candidates == 3);
+    CHECK(cand.tree == std::vector<std::size_t>{3, 1, 1, 1});
+    CHECK(parse({"--tree", "4x2x2"}).tree == std::vector<std::size_t>{4, 2, 2});
+    CHECK(parse({"--replacement", "without"}).draw == specdec::candidate_draw::without_replacement);
+    CHECK(parse({"--replacement", "with"}).draw == specdec::candidate_draw::iid);
+  }
+  SECTION("a later flag wins, across spellings") {
+    CHECK(parse({"-k", "2", "--draft-max", "5"}).k == 5);
+    CHECK(parse({"--temperature", "1", "--temp", "0.5"}).sampling.temperature == 0.5f);
+  }
+}
+
+TEST_CASE("cli: --help is generated and lists every spelling") {
+  for (const char* h : {"-h", "--help"}) {
+    const auto c = parse({h});
+    CHECK_FALSE(c.help.empty());
+  }
+  const std::string help = l2::cli_help();
+  for (const char* name : {"--model",
+                           "--tokenizer",
+                           "--ctx-size",
+                           "--threads",
+                           "--prompt",
+                           "--file",
+                           "--n-predict",
+                           "--quiet",
+                           "--json",
+                           "--compare-plain",
+                           "--temp",
+                           "--temperature",
+                           "--top-k",
+                           "--top-p",
+                           "--min-p",
+                           "--seed",
+                           "--draft ",
+                           "--model-draft",
+                           "-md",
+                           "--draft-max",
+                           "--num-speculative-tokens",
+                           "--draft-min",
+                           "--ngram-min",
+                           "--prompt-lookup-min",
+                           "--ngram-max",
+                           "--prompt-lookup-max",
+                           "--ngram-candidates",
+                           "--tree",
+                           "--replacement",
+                           "Exit status"})
+    CHECK_THAT(help, Catch::Contains(name));
+}
+
+TEST_CASE("cli: bad flags name the flag and suggest the nearest") {
+  using l2::usage_error;
+  CHECK_THROWS_MATCHES(parse({"--bogus"}), usage_error, Catch::Message("unknown option '--bogus'"));
+  CHECK_THROWS_WITH(parse({"--tempreature", "1"}),
+                    "unknown option '--tempreature' (did you mean --temperature?)");
+  CHECK_THROWS_WITH(parse({"--top_p", "0.9"}), "unknown option '--top_p' (did you mean --top-p?)");
+  CHECK_THROWS_WITH(parse({"--draft-mx", "3"}),
+                    "unknown option '--draft-mx' (did you mean --draft-max?)");
+  CHECK_THROWS_WITH(parse({"--ctx-sze=3"}),
+                    "unknown option '--ctx-sze=3' (did you mean --ctx-size?)");
+  CHECK_THROWS_WITH(parse({"-ngl", "99"}), "unknown option '-ngl' (did you mean -n?)");
+  CHECK_THROWS_WITH(parse({"-x"}), "unknown option '-x'");
+  CHECK_THROWS_WITH(parse({"hello"}),
+                    "unexpected argument 'hello' (a prompt goes after -p/--prompt)");
+  CHECK_THROWS_WITH(parse({"--model"}), "--model: 1 required PATH missing");
+  CHECK_THROWS_WITH(parse({"-n"}), "--n-predict: 1 required N missing");
+}
+
+TEST_CASE("cli: bad values name the flag and the value") {
+  const auto bad = [](args a, const std::string& message) {
+    INFO(a.front());
+    CHECK_THROWS_AS(parse(a), l2::usage_error);
+    CHECK_THROWS_WITH(parse(a), message);
+  };
+  SECTION("numbers") {
+    bad({"-n", "abc"}, "-n 'abc': is not a whole number");
+    bad({"--n-predict", "0"}, "--n-predict '0': must be >= 1 (or -1: until the context is full)");
+    bad({"-n", "-2"}, "-n '-2': is not a whole number");
+    bad({"-n", "1.5"}, "-n '1.5': is not a whole number");
+    bad({"-n", "+3"}, "-n '+3': is not a whole number");
+    bad({"-n", "99999999999999999999"}, "-n '99999999999999999999': is out of range");
+    bad({"-c", "x"}, "-c 'x': is not a whole number");
+    bad({"--ctx-size", "-1"}, "--ctx-size '-1': is not a whole number");
+    bad({"-t", "999"}, "-t '999': exceeds the largest thread count = 256");
+    bad({"--threads", "two"}, "--threads 'two': is not a whole number");
+    bad({"-s", "-1"}, "-s '-1': is not a whole number");
+    bad({"--seed", "18446744073709551616"}, "--seed '18446744073709551616': is out of range");
+    bad({"--top-k", "1e3"}, "--top-k '1e3': is not a whole number");
+  }
+  SECTION("sampling ranges") {
+    bad({"--temp", "abc"}, "--temp 'abc': is not a number");
+    bad({"--temp", "nan"}, "--temp 'nan': is not a finite number");
+    bad({"--temperature", "inf"}, "--temperature 'inf': is not a finite number");
+    bad({"--temp", "-0.5"}, "--temp '-0.5': must be >= 0 (0 = greedy)");
+    bad({"--top-p", "0"}, "--top-p '0': must be in (0, 1]");
+    bad({"--top-p", "1.5"}, "--top-p '1.5': must be in (0, 1]");
+    bad({"--min-p", "1"}, "--min-p '1': must be in [0, 1)");
+    bad({"--min-p", "-0.1"}, "--min-p '-0.1': must be in [0, 1)");
+  }
+  SECTION("draft length: bounded before anything is built (issue 10, item 1)") {
+    bad({"--draft", "ngram", "--ngram-candidates", "2", "-k", "18446744073709551615"},
+        "-k '18446744073709551615': exceeds the largest draft (max_draft_length) = 1024");
+    bad({"--draft-max", "2000000000"},
+        "--draft-max '2000000000': exceeds the largest draft (max_draft_length) = 1024");
+    bad({"--num-speculative-tokens", "99999999999999999999"},
+        "--num-speculative-tokens '99999999999999999999': exceeds the largest draft "
+        "(max_draft_length) = 1024");
+    bad({"-k", "1025"}, "-k '1025': exceeds the largest draft (max_draft_length) = 1024");
+    bad({"-k", "-1"}, "-k '-1': is not a whole number");
+    bad({"--draft-min", "5"}, "--draft-min '5': exceeds the largest draft (--draft-max 4)");
+    bad({"-k", "3", "--draft-min", "4"}, "--draft-min '4': exceeds the largest draft (-k 3)");
+    bad({"--draft-min", "x"}, "--draft-min 'x': is not a whole number");
+    bad({"--draft", "ngram", "--ngram-candidates", "1025", "-k", "1024"},
+        "--ngram-candidates '1025': times the draft length 1024 exceeds the tree bound "
+        "max_tree_nodes = 1048576");
+  }
+  SECTION("drafters") {
+    bad({"--draft", "big"}, "--draft 'big': is not none, layers:L, model:PATH or ngram");
+    bad({"--draft", "layers:"}, "--draft 'layers:': L in layers:L is not a whole number");
+    bad({"--draft", "layers:x"}, "--draft 'layers:x': L in layers:L is not a whole number");
+    bad({"--draft", "layers:0"}, "--draft 'layers:0': L in layers:L must be >= 1");
+    bad({"--draft", "model:"}, "--draft 'model:': the path in model:PATH is empty");
+    bad({"-md", ""}, "-md '': the path is empty");
+    bad({"-md", "d.bin", "--draft", "none"}, "--draft and -md: give one of them");
+    bad({"--tree", "4y2"},
+        "--tree '4y2': parse_branching: \"4y2\": 'y' at position 1 is not a digit or 'x'");
+    bad({"--tree", "4x2", "--draft", "none"},
+        "--tree: needs a drafter (--draft layers:L, model:PATH or ngram)");
+    bad({"--replacement", "maybe"}, "--replacement 'maybe': is not with or without");
+  }
+  SECTION("n-gram options are checked here, not after loading (issue 10, item 5)") {
+    bad({"--ngram-min", "2"}, "--ngram-min: needs --draft ngram (prompt lookup)");
+    bad({"--prompt-lookup-max", "3"}, "--prompt-lookup-max: needs --draft ngram (prompt lookup)");
+    bad({"--ngram-candidates", "2"}, "--ngram-candidates: needs --draft ngram (prompt lookup)");
+    bad({"--draft", "ngram", "--ngram-min", "0"},
+        "--ngram-min '0': ngram_options.min_ngram: must be >= 1, got 0");
+    bad({"--draft", "ngram", "--prompt-lookup-min", "5"},
+        "--prompt-lookup-min '5': ngram_options.min_ngram: must be <= max_ngram (4), got 5");
+    bad({"--draft", "ngram", "--ngram-max", "1000"},
+        "--ngram-max '1000': ngram_options.max_ngram: must be <= 64, got 1000");
+    bad({"--draft", "ngram", "--ngram-candidates", "0"}, "--ngram-candidates '0': must be >= 1");
+    bad({"--draft", "ngram", "--ngram-candidates", "2", "--tree", "2x2"},
+        "--ngram-candidates and --tree: give one of them");
+    bad({"--draft", "ngram", "--ngram-candidates", "2", "--draft-min", "2"},
+        "--draft-min: applies to chains of drafts, not to --tree or --ngram-candidates");
+  }
+  SECTION("prompt and output") {
+    bad({"-p", ""}, "-p '': the prompt is empty");
+    bad({"-f", ""}, "-f '': the path is empty");
+    bad({"-p", "x", "--file", "y"}, "-p and --file: give one of them");
+    bad({"-m", ""}, "-m '': the path is empty");
+    bad({"--tokenizer", ""}, "--tokenizer '': the path is empty");
+    bad({"--quiet", "--json"}, "--quiet and --json: give one of them");
+    bad({"--quiet", "--compare-plain"},
+        "--quiet and --compare-plain: --quiet prints only the text, so the comparison would not "
+        "be shown (use --json for both)");
+  }
+}
+
+TEST_CASE("cli: progress only on a terminal, never over streamed text") {
+  CHECK(l2::show_progress(true, false, false));        // text piped, stderr on a terminal
+  CHECK(l2::show_progress(true, true, true));          // --json: stdout holds nothing until the end
+  CHECK_FALSE(l2::show_progress(true, true, false));   // the text streams to the same terminal
+  CHECK_FALSE(l2::show_progress(false, false, true));  // stderr is a pipe or file
+  CHECK(l2::progress_line(50, 2.0) == "\r50 tokens, 25.0 tokens/s ");
+}
+
+TEST_CASE("cli: --json holds the options in force and every statistic") {
+  const auto c = parse({"--draft", "ngram", "--prompt-lookup-max", "3", "-k", "6", "-n", "-1",
+                        "--temp", "0.5", "--top-k", "9", "-s", "7"});
+  const auto o = l2::options_json(c);
+  CHECK(o["n_predict"].is_null());
+  CHECK(o["sampling"]["temperature"] == 0.5f);
+  CHECK(o["sampling"]["top_k"] == 9);
+  CHECK(o["sampling"]["seed"] == 7);
+  CHECK(o["draft"]["kind"] == "ngram");
+  CHECK(o["draft"]["draft_max"] == 6);
+  CHECK(o["draft"]["ngram"]["max"] == 3);
+  CHECK(o["draft"]["tree"].empty());
+
+  specdec::decode_stats s;
+  s.generated_tokens = 10;
+  s.target_calls = 4;
+  s.draft_calls = 4;
+  s.drafted_tokens = 8;
+  s.drafted_nodes = 8;
+  s.accepted_tokens = 6;
+  s.drafted_at = {4, 4};
+  s.accepted_at = {4, 2};
+  s.prefill_seconds = 1.0;
+  s.draft_seconds = 0.5;
+  s.target_seconds = 2.0;
+  s.verify_seconds = 0.25;
+  s.total_seconds = 5.0;
+  const auto j = l2::stats_json(s);
+  CHECK(j["tokens_per_target_call"] == 2.5);
+  CHECK(j["acceptance_rate"] == 0.75);
+  REQUIRE(j["acceptance_by_position"].size() == 2);
+  CHECK(j["acceptance_by_position"][1]["position"] == 2);
+  CHECK(j["acceptance_by_position"][1]["rate"] == 0.5);
+  CHECK(j["seconds"]["decode"] == 4.0);
+  CHECK(j["seconds"]["other"] == 1.25);
+  CHECK(j["tokens_per_second"] == 2.5);
+  CHECK(std::string(l2::stop_reason_name(specdec::stop_reason::context_full)) == "context_full");
+}
+
+TEST_CASE("cli: --draft-min drops short drafts and forwards the rest") {
+  specdec::ngram_drafter lookup({.min_ngram = 1, .max_ngram = 2, .max_draft = 8});
+  const std::vector<specdec::token_id> history{1, 2, 3, 1, 2, 3, 9, 1, 2};  // "1 2" -> 3 9 1 2
+  specdec::rng g(0);
+  specdec::draft out;
+  lookup.propose(history, 8, {}, g, out);
+  REQUIRE(out.size() == 4);
+  l2::min_length_drafter<specdec::ngram_drafter> keep(lookup, 4), drop(lookup, 5);
+  keep.propose(history, 8, {}, g, out);
+  CHECK(out.size() == 4);
+  CHECK(keep.dropped() == 0);
+  drop.propose(history, 8, {}, g, out);
+  CHECK(out.size() == 0);
+  CHECK(drop.dropped() == 1);
+  static_assert(specdec::TreeDrafter<l2::min_length_drafter<specdec::ngram_drafter>>);
+}
