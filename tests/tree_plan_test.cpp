@@ -168,6 +168,15 @@ TEST_CASE("tree_plan: re-planning keeps greedy output and the sampled distributi
   r = decoder.generate(prompt, o);
   CHECK(r.tokens == plain.tokens);
   CHECK(decoder.plan().branching.empty());
+  // The plain plan carries over to the next generation until the measurements are dropped.
+  o.replan.every = 1000;
+  r = decoder.generate(prompt, o);
+  CHECK(r.stats.drafted_tokens == 0);
+  decoder.forget_measurements();
+  r = decoder.generate(prompt, o);
+  CHECK(r.stats.drafted_at.size() == 8);
+  CHECK(r.tokens == plain.tokens);
+  o.replan.every = 4;
   // Trees planned from a wide first shape, greedy.
   o.tree = {4, 2, 2};
   o.replan.cost = curve(40, [](std::size_t n) { return 1.0 + 0.01 * static_cast<double>(n); });

@@ -52,19 +52,21 @@ struct generate_options {
   candidate_draw tree_draw = candidate_draw::iid;
   /// Verification of a chain (not of a tree): token-wise or block. Both are lossless.
   chain_verification verification = chain_verification::token;
-  /// Re-planning: every `replan.every` target calls (0 = never) the decoder replaces the shape
-  /// in force (draft_length, or tree) with plan_tree's choice for the acceptance it has measured
-  /// so far in this generation and `replan.cost`. The shape given above is the first one, so
-  /// start wide enough to measure what a plan may use (a plan never goes past measured depths
-  /// and ranks, each needing 16 judged candidates; until depth 0 has them the shape stays). A
-  /// plan of plain decoding is final for the generation (nothing is drafted to measure). Chains
-  /// only when the drafter cannot draft trees, with block verification, or
-  /// with chains_only.
+  /// Re-planning: every `replan.every` target calls (0 = never), and at the start of each
+  /// generation once something was measured, the decoder replaces the shape in force
+  /// (draft_length, or tree) with plan_tree's choice for `replan.cost` and the acceptance by
+  /// depth and rank it has measured over all its re-planning generations (a decoder serving
+  /// similar requests learns once). The shape given above is the first one, so start wide enough
+  /// to measure what a plan may use: a plan never goes past measured depths and ranks, each
+  /// needing min_samples judged candidates, and until depth 0 has them the shape stays. A plan
+  /// of plain decoding measures nothing more, so it stays until forget_measurements(). Chains
+  /// only when the drafter cannot draft trees, with block verification, or with chains_only.
   struct replan_options {
     std::size_t every = 0;
     step_cost_model cost;  ///< the target's t(n) (cost.target[n]) and the drafting costs
     std::size_t max_nodes = 32;
     std::size_t max_depth = 8;
+    std::size_t min_samples = 16;  ///< judged candidates a (depth, rank) needs to be planned
     bool chains_only = false;
   } replan;
   /// Keep the part of the target's context that the new prompt shares with the previous
@@ -170,6 +172,7 @@ class speculative_decoder {
     gen_.reseed(options.sampling.seed);
     stats_ = decode_stats{};
     plan_ = tree_plan{};
+    if (options_.replan.every > 0 && !measured_.offered_at_rank.empty()) replan();
     done_ = true;
     history_.swap(fresh);
     prompt_size_ = history_.size();
@@ -264,6 +267,9 @@ class speculative_decoder {
   /// Prompt + emitted tokens of the current generation.
   std::span<const token_id> history() const noexcept { return history_; }
   const decode_stats& stats() const noexcept { return stats_; }
+  /// Drops the acceptance measured for re-planning (generate_options::replan): the next
+  /// generation starts from the shape its options give.
+  void forget_measurements() noexcept { measured_ = decode_stats{}; }
   /// The last re-planned shape (generate_options::replan), empty before the first plan.
   const tree_plan& plan() const noexcept { return plan_; }
   Target& target() noexcept { return target_; }
@@ -354,7 +360,7 @@ class speculative_decoder {
   // Replaces the shape in force with the plan for the acceptance measured so far.
   void replan() {
     const auto& r = options_.replan;
-    const auto profile = acceptance_profile::from_stats(stats_);
+    const auto profile = acceptance_profile::from_stats(measured_, r.min_samples);
     if (profile.rate.empty()) return;  // too few steps measured yet: keep the shape in force
     bool chains = r.chains_only || options_.verification == chain_verification::block;
     if constexpr (!TreeDrafter<Draft>) chains = true;
@@ -372,16 +378,20 @@ class speculative_decoder {
 
   // Counts, at depth d, `offered` candidates judged and (if `kept`) the rank one accepted.
   void count_rank(std::size_t d, std::size_t rank, std::size_t offered, bool kept) {
-    if (stats_.offered_at_rank.size() <= d) {
-      stats_.offered_at_rank.resize(d + 1);
-      stats_.accepted_at_rank.resize(d + 1);
-    }
-    auto& o = stats_.offered_at_rank[d];
-    auto& a = stats_.accepted_at_rank[d];
-    if (o.size() < offered) o.resize(offered);
-    if (a.size() < o.size()) a.resize(o.size());
-    for (std::size_t r = 0; r < offered; ++r) o[r] += 1;
-    if (kept) a[rank] += 1;
+    const auto count = [&](decode_stats& into) {
+      if (into.offered_at_rank.size() <= d) {
+        into.offered_at_rank.resize(d + 1);
+        into.accepted_at_rank.resize(d + 1);
+      }
+      auto& o = into.offered_at_rank[d];
+      auto& a = into.accepted_at_rank[d];
+      if (o.size() < offered) o.resize(offered);
+      if (a.size() < o.size()) a.resize(o.size());
+      for (std::size_t r = 0; r < offered; ++r) o[r] += 1;
+      if (kept) a[rank] += 1;
+    };
+    count(stats_);
+    if (options_.replan.every > 0) count(measured_);
   }
 
   // Emits accepted_tokens_ then `next`, stopping at a stop condition; rolls the target back to
@@ -518,6 +528,7 @@ class speculative_decoder {
   rejection_workspace verify_ws_;
   block_workspace block_ws_;
   tree_plan plan_;
+  decode_stats measured_;  // rank counts of every re-planning generation of this decoder
   std::vector<token_id> accepted_tokens_;
   tree_draft tree_draft_;
   tree_eval_workspace tree_eval_ws_;

@@ -1,0 +1,45 @@
+// bench/support/calibrate.hpp - the cost curve t(n) of a model, measured in the benchmark's own
+// process: the median wall time of an append of n tokens after a short context.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <specdec/specdec.hpp>
+#include <vector>
+
+#include "bench/support/e2e.hpp"
+#include "bench/support/timing.hpp"
+#include "llama2c/reference.hpp"
+
+namespace specdec::bench {
+
+/// Median seconds of an append of n of run.c's reference tokens after a context of 32 (the model
+/// is truncated back after each, and emptied at the end).
+template <class Model>
+double time_append(Model& m, std::size_t n, int reps = 7) {
+  const std::size_t context = 32, vocab = m.vocab_size();
+  const std::span<const token_id> ids(llama2c::reference_ids);
+  std::vector<float> logits((context + n) * vocab);
+  m.truncate(0);
+  m.append(ids.first(context), std::span(logits).first(context * vocab));
+  std::vector<token_id> tokens(n);
+  for (std::size_t i = 0; i < n; ++i) tokens[i] = ids[(context + i) % ids.size()];
+  std::vector<double> s;
+  for (int r = 0; r < reps; ++r) {
+    s.push_back(
+        time_call<wall_clock>([&] { m.append(tokens, std::span(logits).first(n * vocab)); }));
+    m.truncate(context);
+  }
+  m.truncate(0);
+  return median(s);
+}
+
+/// t(n) for n = 1..max_n (index 0 unused), as tree_plan.hpp's step_cost_model wants it.
+template <class Model>
+std::vector<double> cost_curve(Model& m, std::size_t max_n) {
+  std::vector<double> t(max_n + 1, 0.0);
+  for (std::size_t n = 1; n <= max_n; ++n) t[n] = time_append(m, n);
+  return t;
+}
+
+}  // namespace specdec::bench
