@@ -72,8 +72,8 @@ TEST_CASE("ngram_drafter: options are validated at construction") {
   }
   SECTION("defaults are valid") {
     const ngram_options o;
-    CHECK(o.min_ngram == 2);
-    CHECK(o.max_ngram == 4);
+    CHECK(o.min_ngram == 1);
+    CHECK(o.max_ngram == 0);  // unbounded
     CHECK(o.max_draft == 8);
     CHECK(o.match == ngram_match_policy::most_recent);
     CHECK(o.search == ngram_search_policy::prompt_and_generated);
@@ -121,12 +121,14 @@ TEST_CASE("ngram_drafter: match policies break ties as documented") {
   // (1,2) occurs at 0..1 (then 3,4,5,6,...), at 6..7 (then 9,1,2), and at the end.
   const tokens h{1, 2, 3, 4, 5, 6, 1, 2, 9, 1, 2};
   SECTION("most_recent takes the latest occurrence even if it is cut short") {
-    ngram_drafter d({.max_ngram = 2, .max_draft = 5});
+    ngram_drafter d({.min_ngram = 2, .max_ngram = 2, .max_draft = 5});
     CHECK(d.propose(h, 5) == tokens{9, 1, 2});
   }
   SECTION("longest_continuation takes the one offering the most tokens up to K") {
-    ngram_drafter d(
-        {.max_ngram = 2, .max_draft = 5, .match = ngram_match_policy::longest_continuation});
+    ngram_drafter d({.min_ngram = 2,
+                     .max_ngram = 2,
+                     .max_draft = 5,
+                     .match = ngram_match_policy::longest_continuation});
     CHECK(d.propose(h, 5) == tokens{3, 4, 5, 6, 1});
     // With K = 3 both earlier occurrences offer 3 tokens: the latest wins.
     CHECK(d.propose(h, 3) == tokens{9, 1, 2});
@@ -134,7 +136,7 @@ TEST_CASE("ngram_drafter: match policies break ties as documented") {
 }
 
 TEST_CASE("ngram_drafter: prompt_only searches the prompt as a separate document") {
-  ngram_drafter d({.max_ngram = 2, .search = ngram_search_policy::prompt_only});
+  ngram_drafter d({.min_ngram = 2, .max_ngram = 2, .search = ngram_search_policy::prompt_only});
   const tokens prompt{1, 2, 3, 4, 9};
   CHECK(d.propose(prompt, 8).empty());
   CHECK(d.prompt_length() == 5);
@@ -281,9 +283,9 @@ TEST_CASE("ngram_drafter: a long repetitive stream stays exact") {
 TEST_CASE("ngram_drafter: max_ngram = 0 matches the longest suffix of any length") {
   SECTION("options") {
     CHECK_NOTHROW(ngram_drafter({.min_ngram = 9, .max_ngram = 0}));
-    REQUIRE_THROWS_WITH(ngram_drafter({.match = ngram_match_policy::most_frequent}),
+    REQUIRE_THROWS_WITH(ngram_drafter({.max_ngram = 4, .match = ngram_match_policy::most_frequent}),
                         "ngram_options.match: most_frequent needs max_ngram = 0, got 4");
-    REQUIRE_THROWS_WITH(ngram_drafter({.adaptive_factor = 2}),
+    REQUIRE_THROWS_WITH(ngram_drafter({.max_ngram = 4, .adaptive_factor = 2}),
                         "ngram_options.adaptive_factor: needs max_ngram = 0, got 4");
     REQUIRE_THROWS_WITH(ngram_drafter({.max_ngram = 0, .adaptive_factor = -1}),
                         "ngram_options.adaptive_factor: must be in [0, 1e6], got -1.000000");

@@ -47,18 +47,18 @@ enum class ngram_search_policy {
 /**
  * Settings of ngram_drafter; validate() throws std::invalid_argument naming the field and bound.
  *
- * Defaults: n-grams of 4 down to 2 tokens and drafts of at most 8 tokens. A 1-token suffix
- * matches on almost every step (nearly every token has occurred before), so min_ngram = 1 mostly
- * adds drafts the target rejects: in the byte-level edit replays of docs/ngram.md it raises
- * tokens per step by at most 0.11%. Longer suffixes pick better occurrences when tokens are short
- * (bytes: 2..8 gives ~20% more tokens per step than 2..4), but each extra length costs one more
- * table probe per appended token and 4 bytes per token; with subword tokens of 3-4 bytes, 4
- * tokens already span 12-16 bytes. K = 8 keeps the verification batch small; edits that copy
- * long spans gain from 16 (see docs/ngram.md).
+ * Defaults: the longest earlier match of any length (max_ngram = 0, a suffix automaton), down to
+ * one token, copied from its latest occurrence, at most 8 tokens. Measured on input-grounded
+ * edits (docs/ngram.md, bench/ngram_rules_bench.cpp): on Llama 2 subword tokens 8.10 tokens per
+ * step at K = 8 and 33.0 at K = 64, against 6.57 and 25.8 for the former defaults (2..4), and
+ * better on every task; on byte tokens 8.48 and 40.1 against 5.69 and 22.0. A fixed max_ngram
+ * caps the match where edits copy long spans; one-token matches add 1-5% on subword tokens
+ * (a subword is already a word piece) at the price of drafting on almost every step, which a
+ * caller with costly verification can trade back with min_ngram = 2 or adaptive_factor.
  */
 struct ngram_options {
-  std::size_t min_ngram = 2;  ///< shortest suffix that may match, >= 1.
-  std::size_t max_ngram = 4;  ///< longest suffix tried first, in [min_ngram, 64]; 0 = unbounded
+  std::size_t min_ngram = 1;  ///< shortest suffix that may match, >= 1.
+  std::size_t max_ngram = 0;  ///< longest suffix tried first, in [min_ngram, 64]; 0 = unbounded
                               ///< (a suffix automaton: the longest earlier match of any length).
   std::size_t max_draft = 8;  ///< cap on the draft length K, >= 1; propose(k) uses min(k, cap).
   ngram_match_policy match = ngram_match_policy::most_recent;
