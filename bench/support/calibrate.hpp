@@ -34,9 +34,12 @@ double time_append(Model& m, std::size_t n, int reps = 7) {
   return median(s);
 }
 
-/// t(n) for n = 1..max_n (index 0 unused), as tree_plan.hpp's step_cost_model wants it.
+/// t(n) for n = 1..max_n (index 0 unused), as tree_plan.hpp's step_cost_model wants it. A
+/// warm-up append of max_n tokens first touches the weights and the cache (first-touch page
+/// faults are slow on some machines and would inflate the small n).
 template <class Model>
 std::vector<double> cost_curve(Model& m, std::size_t max_n) {
+  time_append(m, max_n, 2);
   std::vector<double> t(max_n + 1, 0.0);
   for (std::size_t n = 1; n <= max_n; ++n) t[n] = time_append(m, n);
   return t;
