@@ -14,6 +14,7 @@
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/concepts/language_model.hpp"
 #include "specdec/concepts/tree_drafter.hpp"
+#include "specdec/decode/options.hpp"
 #include "specdec/draft/no_drafter.hpp"
 #include "specdec/math/rng.hpp"
 #include "specdec/math/sampling_params.hpp"
@@ -29,70 +30,6 @@
 #include "specdec/verify/rejection.hpp"
 
 namespace specdec {
-
-/// Options of one generation. Validated by generate()/start(); the error names the field.
-/// How a chain of sampled drafts is verified (greedy decoding is exact match either way).
-enum class chain_verification {
-  token,  ///< token by token (verify_rejection): each draft on its own p(x) / q(x)
-  block,  ///< the block jointly (verify_block): never fewer tokens per step, same distribution
-};
-
-struct generate_options {
-  std::size_t max_new_tokens = 128;   ///< stop after this many generated tokens (>= 1)
-  std::vector<token_id> stop_tokens;  ///< stop after emitting any of these (it is returned)
-  std::size_t draft_length = 4;       ///< K, draft tokens per step; 0 = plain decoding
-  sampling_params sampling;           ///< warping + seed, same for target and draft
-  /// Called with each emitted token, in order, as soon as it is verified; return false to stop.
-  std::function<bool(token_id)> on_token;
-  /// Multi-candidate decoding: a token tree of branching k1 x k2 x ... per step (empty = one
-  /// chain of draft_length tokens). Needs a TreeDrafter; draft_length is then unused.
-  std::vector<std::size_t> tree;
-  /// How a sampling tree drafter draws each node's candidates: iid (MCSD Algorithm 1) or
-  /// without_replacement (Algorithm 2). Greedy and n-gram drafts are deterministic regardless.
-  candidate_draw tree_draw = candidate_draw::iid;
-  /// Verification of a chain (not of a tree): token-wise or block. Both are lossless.
-  chain_verification verification = chain_verification::token;
-  /// Re-planning: every `replan.every` target calls (0 = never), and at the start of each
-  /// generation once something was measured, the decoder replaces the shape in force
-  /// (draft_length, or tree) with plan_tree's choice for `replan.cost` and the acceptance by
-  /// depth and rank it has measured over all its re-planning generations (a decoder serving
-  /// similar requests learns once). The shape given above is the first one, so start wide enough
-  /// to measure what a plan may use: a plan never goes past measured depths and ranks, each
-  /// needing min_samples judged candidates, and until depth 0 has them the shape stays. A plan
-  /// of plain decoding measures nothing more, so it stays until forget_measurements(). Chains
-  /// only when the drafter cannot draft trees, with block verification, or with chains_only.
-  struct replan_options {
-    std::size_t every = 0;
-    step_cost_model cost;  ///< the target's t(n) (cost.target[n]) and the drafting costs
-    std::size_t max_nodes = 32;
-    std::size_t max_depth = 8;
-    std::size_t min_samples = 16;  ///< judged candidates a (depth, rank) needs to be planned
-    bool chains_only = false;
-  } replan;
-  /// Keep the part of the target's context that the new prompt shares with the previous
-  /// generation's history (multi-turn chat, continuing a generation) instead of feeding the
-  /// whole prompt again. Used only while the target still holds exactly what this decoder left
-  /// in it (its size says so); false always re-feeds the prompt.
-  bool reuse_prefix = true;
-};
-
-/// Why a generation ended.
-enum class stop_reason { max_new_tokens, stop_token, callback, context_full };
-
-/// The tokens a generation produced (prompt excluded) and how it went.
-struct generate_result {
-  std::vector<token_id> tokens;
-  decode_stats stats;
-  stop_reason reason = stop_reason::max_new_tokens;
-};
-
-/// The tokens one step emitted (a view into the decoder's history, valid until the next call).
-struct step_result {
-  std::span<const token_id> tokens;
-  std::size_t drafted = 0;
-  std::size_t accepted = 0;
-  bool done = false;
-};
 
 /**
  * Speculative decoding of a Target with a Drafter: each step the drafter proposes up to K tokens,
@@ -376,22 +313,11 @@ class speculative_decoder {
     }
   }
 
-  // Counts, at depth d, `offered` candidates judged and (if `kept`) the rank one accepted.
+  // Counts, at depth d, `offered` candidates judged and (if `kept`) the rank one accepted, in
+  // this generation's statistics and in the re-planning measurements.
   void count_rank(std::size_t d, std::size_t rank, std::size_t offered, bool kept) {
-    const auto count = [&](decode_stats& into) {
-      if (into.offered_at_rank.size() <= d) {
-        into.offered_at_rank.resize(d + 1);
-        into.accepted_at_rank.resize(d + 1);
-      }
-      auto& o = into.offered_at_rank[d];
-      auto& a = into.accepted_at_rank[d];
-      if (o.size() < offered) o.resize(offered);
-      if (a.size() < o.size()) a.resize(o.size());
-      for (std::size_t r = 0; r < offered; ++r) o[r] += 1;
-      if (kept) a[rank] += 1;
-    };
-    count(stats_);
-    if (options_.replan.every > 0) count(measured_);
+    stats_.count_judged(d, rank, offered, kept);
+    if (options_.replan.every > 0) measured_.count_judged(d, rank, offered, kept);
   }
 
   // Emits accepted_tokens_ then `next`, stopping at a stop condition; rolls the target back to
@@ -444,58 +370,7 @@ class speculative_decoder {
   std::size_t generated() const noexcept { return history_.size() - prompt_size_; }
 
   void validate(std::span<const token_id> prompt, const generate_options& o) const {
-    if (prompt.empty()) throw std::invalid_argument("prompt: must not be empty");
-    const std::size_t v = vocab();
-    for (std::size_t i = 0; i < prompt.size(); ++i)
-      if (prompt[i] < 0 || static_cast<std::size_t>(prompt[i]) >= v)
-        throw std::invalid_argument("prompt[" + std::to_string(i) +
-                                    "] = " + std::to_string(prompt[i]) +
-                                    " is outside the vocabulary [0, " + std::to_string(v) + ")");
-    const std::size_t cap = max_size_of(target_);
-    if (prompt.size() > cap)
-      throw std::invalid_argument("prompt: " + std::to_string(prompt.size()) +
-                                  " tokens exceed the target's max_size " + std::to_string(cap));
-    if (o.max_new_tokens == 0)
-      throw std::invalid_argument("generate_options.max_new_tokens: must be >= 1");
-    for (std::size_t i = 0; i < o.stop_tokens.size(); ++i)
-      if (o.stop_tokens[i] < 0 || static_cast<std::size_t>(o.stop_tokens[i]) >= v)
-        throw std::invalid_argument("generate_options.stop_tokens[" + std::to_string(i) +
-                                    "] = " + std::to_string(o.stop_tokens[i]) +
-                                    " is outside the vocabulary [0, " + std::to_string(v) + ")");
-    o.sampling.validate();
-    if (!o.tree.empty()) {
-      if constexpr (!TreeDrafter<Draft>) {
-        throw std::invalid_argument(
-            "generate_options.tree: this drafter cannot draft trees (it does not model "
-            "specdec::TreeDrafter)");
-      }
-      for (std::size_t i = 0; i < o.tree.size(); ++i)
-        if (o.tree[i] == 0)
-          throw std::invalid_argument("generate_options.tree[" + std::to_string(i) +
-                                      "]: a branching factor must be >= 1");
-      if (o.tree_draw == candidate_draw::deterministic)
-        throw std::invalid_argument(
-            "generate_options.tree_draw: must be iid or without_replacement (deterministic "
-            "drafters say so themselves)");
-      if (o.verification == chain_verification::block)
-        throw std::invalid_argument(
-            "generate_options.verification: block verification applies to a chain; a tree is "
-            "verified by multi-candidate speculative sampling (leave verification = token)");
-    }
-    if (o.replan.every > 0) {
-      const auto& c = o.replan.cost.target;
-      if (c.size() < 2)
-        throw std::invalid_argument(
-            "generate_options.replan.cost.target: re-planning needs t(1) (cost.target[1])");
-      for (std::size_t n = 1; n < c.size(); ++n)
-        if (!(c[n] > 0.0) || !std::isfinite(c[n]))
-          throw std::invalid_argument("generate_options.replan.cost.target[" + std::to_string(n) +
-                                      "] must be positive and finite");
-      if (!(o.replan.cost.draft_per_level >= 0.0) || !(o.replan.cost.draft_per_node >= 0.0))
-        throw std::invalid_argument("generate_options.replan.cost: draft costs must be >= 0");
-    }
-    if (o.verification != chain_verification::token && o.verification != chain_verification::block)
-      throw std::invalid_argument("generate_options.verification: not token or block");
+    validate_options(prompt, o, vocab(), max_size_of(target_), TreeDrafter<Draft>);
   }
 
   // Marks the run done when a limit is reached (after emitting `t`, if given).

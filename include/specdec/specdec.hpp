@@ -9,6 +9,7 @@
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/concepts/language_model.hpp"
 #include "specdec/concepts/tree_language_model.hpp"
+#include "specdec/decode/options.hpp"
 #include "specdec/decoder.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/draft/ngram_drafter.hpp"

@@ -32,6 +32,21 @@ struct decode_stats {
   double verify_seconds = 0.0;   ///< inside the verifier
   double total_seconds = 0.0;    ///< the whole run, prompt included
 
+  /// Counts one step's candidates at depth d: `offered` of them judged (ranks 0..offered-1)
+  /// and, if `kept`, the one of rank `rank` accepted.
+  void count_judged(std::size_t d, std::size_t rank, std::size_t offered, bool kept) {
+    if (offered_at_rank.size() <= d) {
+      offered_at_rank.resize(d + 1);
+      accepted_at_rank.resize(d + 1);
+    }
+    auto& o = offered_at_rank[d];
+    auto& a = accepted_at_rank[d];
+    if (o.size() < offered) o.resize(offered);
+    if (a.size() < o.size()) a.resize(o.size());
+    for (std::size_t r = 0; r < offered; ++r) o[r] += 1;
+    if (kept && rank < a.size()) a[rank] += 1;
+  }
+
   /// accepted / drafted positions, 0 when nothing was drafted. For trees this is the share of
   /// drafted depth that was accepted (MCSD's acceptance rate), not per node.
   double acceptance_rate() const noexcept {
