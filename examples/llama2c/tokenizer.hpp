@@ -127,7 +127,8 @@ inline tokenizer::tokenizer(const std::filesystem::path& path, std::size_t vocab
   if (max_len <= 0) fail("bad header: max_token_length = " + std::to_string(max_len));
 
   // Entries to the end of the file; each takes at least 8 bytes, so the count is bounded too.
-  for (std::size_t i = 0; left > 0; ++i) {
+  while (left > 0) {  // `read` consumes `left`
+    const std::size_t i = pieces_.size();
     float score = 0;
     std::int32_t len = 0;
     if (left < sizeof score + sizeof len || !read(&score, sizeof score) || !read(&len, sizeof len))
