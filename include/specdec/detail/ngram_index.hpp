@@ -124,6 +124,12 @@ class ngram_index {
   }
 
   std::size_t size() const noexcept { return tokens_.size(); }
+  /// Allocated bytes: tokens, links, prompt heads and every table. O(max_m).
+  std::size_t memory_bytes() const noexcept {
+    std::size_t bytes = (tokens_.capacity() + prev_.capacity() + prompt_head_.capacity()) * 4;
+    for (const auto& t : tables_) bytes += t.slots.size() * sizeof(slot);
+    return bytes;
+  }
   std::span<const token_id> tokens() const noexcept { return tokens_; }
 
   /// End of the previous occurrence of the m-gram ending at e, or `none`. O(1).
@@ -264,7 +270,8 @@ class ngram_index {
       mask = slots.size() - 1;
       rehash(old, m, tokens);
     }
-    void rehash(const ngram_vector<slot>& old, std::size_t m, const ngram_vector<token_id>& tokens) {
+    void rehash(const ngram_vector<slot>& old, std::size_t m,
+                const ngram_vector<token_id>& tokens) {
       for (const slot& s : old) {
         if (s.id == none) continue;
         std::uint64_t h = 0;
@@ -279,10 +286,11 @@ class ngram_index {
   std::size_t min_m_ = 1, max_m_ = 1, levels_ = 1;
   std::uint32_t prompt_count_ = 0;
   ngram_vector<token_id> tokens_;
-  ngram_vector<std::uint32_t> prev_;        // [e * levels + (m - min_m)]
-  ngram_vector<std::uint32_t> prompt_head_;  // [class id * levels + (m - min_m)], ids < prompt count
-  std::vector<std::uint32_t> last_ids_;     // class of the m-gram ending at the last position
-  std::vector<table> tables_;               // tables_[m - 1] holds the m-grams
+  ngram_vector<std::uint32_t> prev_;  // [e * levels + (m - min_m)]
+  ngram_vector<std::uint32_t>
+      prompt_head_;                      // [class id * levels + (m - min_m)], ids < prompt count
+  std::vector<std::uint32_t> last_ids_;  // class of the m-gram ending at the last position
+  std::vector<table> tables_;            // tables_[m - 1] holds the m-grams
 };
 
 }  // namespace specdec::detail

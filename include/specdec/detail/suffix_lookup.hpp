@@ -79,6 +79,9 @@ class suffix_lookup {
   }
 
   std::size_t size() const noexcept { return automaton_.size() + after_prompt_.size(); }
+  std::size_t memory_bytes() const noexcept {
+    return automaton_.memory_bytes() + after_prompt_.capacity() * sizeof(token_id);
+  }
   token_id at(std::size_t i) const noexcept {
     return i < automaton_.size() ? automaton_.tokens()[i] : after_prompt_[i - automaton_.size()];
   }

@@ -273,6 +273,11 @@ class ngram_drafter {
   /// The prompt length in use (0 before the first history after reset, unless set).
   std::size_t prompt_length() const noexcept { return prompt_length_; }
 
+  /// Bytes the index holds (allocated capacity, the copy of the tokens included). O(max_ngram).
+  std::size_t memory_bytes() const noexcept {
+    return unbounded() ? lookup_.memory_bytes() : index_.memory_bytes();
+  }
+
   /// Number of indexed tokens (the history length as of the last call).
   std::size_t size() const noexcept { return unbounded() ? lookup_.size() : index_.size(); }
 
