@@ -166,6 +166,12 @@ TEST_CASE("llama2c tokenizer: bad files are named in the error") {
                     "llama2c tokenizer '" + tokenizer_path.string() +
                         "': the tokenizer has 512 tokens but the model's vocabulary has 600 (a "
                         "tokenizer for another model)");
+  // Issue 10: aidreams260K (512 tokens) with the Llama 2 tokenizer printed garbage and exited 0.
+  const fs::path llama2 = models_dir / "llama2.tokenizer.bin";
+  CHECK_THROWS_WITH(llama2c::tokenizer(llama2, 512),
+                    "llama2c tokenizer '" + llama2.string() +
+                        "': the tokenizer has 32000 tokens but the model's vocabulary has 512 (a "
+                        "tokenizer for another model)");
 }
 
 TEST_CASE("llama2c checkpoint: missing, truncated and malformed files are refused") {
