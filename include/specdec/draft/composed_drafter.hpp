@@ -1,0 +1,88 @@
+// specdec/draft/composed_drafter.hpp - prompt lookup first, a draft model only when the lookup has
+// nothing worth verifying.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "specdec/concepts/drafter.hpp"
+#include "specdec/math/rng.hpp"
+#include "specdec/math/sampling_params.hpp"
+#include "specdec/types.hpp"
+
+namespace specdec {
+
+/// Settings of composed_drafter.
+struct composed_options {
+  /// A lookup draft shorter than this (after the k cap) is discarded and the fallback drafts
+  /// instead; >= 1 (1: use any non-empty lookup draft).
+  std::size_t min_lookup_tokens = 1;
+
+  void validate() const {
+    if (min_lookup_tokens < 1)
+      throw std::invalid_argument("composed_options.min_lookup_tokens: must be >= 1, got " +
+                                  std::to_string(min_lookup_tokens));
+  }
+};
+
+/**
+ * Asks `Lookup` (typically ngram_drafter: free, deterministic) first and `Fallback` (typically
+ * model_drafter: costs a draft-model call per token) only when the lookup proposes fewer than
+ * min_lookup_tokens tokens, as llama.cpp mixes its draftless modes with a draft model. Each step's
+ * draft comes whole from one of them, with that drafter's q rows (none for the lookup), so
+ * verification stays exact: greedy output equals plain greedy decoding and sampling is lossless.
+ * Models specdec::Drafter. accept() and reset() reach both drafters; a drafter skipped on a step
+ * resynchronises from the history on its next propose (both library drafters do).
+ * Holds references: both drafters must outlive it. Not thread-safe.
+ */
+template <class Lookup, class Fallback>
+class composed_drafter {
+ public:
+  /// Throws std::invalid_argument when `options` is invalid.
+  composed_drafter(Lookup& lookup, Fallback& fallback, composed_options options = {})
+      : lookup_(lookup), fallback_(fallback), options_(options) {
+    static_assert(Drafter<Lookup> && Drafter<Fallback>,
+                  "specdec::composed_drafter: both parts must model specdec::Drafter");
+    options_.validate();
+  }
+
+  /// specdec::Drafter: the lookup's draft if it has at least min_lookup_tokens tokens, else the
+  /// fallback's. Cost: the lookup's, plus the fallback's on the steps it drafts.
+  void propose(std::span<const token_id> history, std::size_t k, const sampling_params& sp, rng& g,
+               draft& out) {
+    out.clear();
+    if (k == 0) return;
+    lookup_.propose(history, k, sp, g, out);
+    if (out.size() >= options_.min_lookup_tokens) {
+      ++lookup_steps_;
+      return;
+    }
+    out.clear();
+    fallback_.propose(history, k, sp, g, out);
+    ++fallback_steps_;
+  }
+
+  void accept(std::span<const token_id> committed) {
+    lookup_.accept(committed);
+    fallback_.accept(committed);
+  }
+
+  void reset() {
+    lookup_.reset();
+    fallback_.reset();
+  }
+
+  /// Steps drafted by each part since construction (for statistics).
+  std::size_t lookup_steps() const noexcept { return lookup_steps_; }
+  std::size_t fallback_steps() const noexcept { return fallback_steps_; }
+
+ private:
+  Lookup& lookup_;
+  Fallback& fallback_;
+  composed_options options_;
+  std::size_t lookup_steps_ = 0, fallback_steps_ = 0;
+};
+
+}  // namespace specdec

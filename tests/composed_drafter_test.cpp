@@ -1,0 +1,92 @@
+#include <catch2/catch.hpp>
+#include <cstddef>
+#include <specdec/decoder.hpp>
+#include <specdec/draft/composed_drafter.hpp>
+#include <specdec/draft/model_drafter.hpp>
+#include <specdec/draft/ngram_drafter.hpp>
+#include <vector>
+
+#include "support/table_model.hpp"
+
+using specdec::token_id;
+using specdec::test::table_model;
+using tokens = std::vector<token_id>;
+
+namespace {
+// Always proposes `k` copies of one token; counts its calls.
+struct fixed_drafter {
+  token_id token = 4;
+  std::size_t proposals = 0, accepted = 0, resets = 0;
+  void propose(std::span<const token_id>, std::size_t k, const specdec::sampling_params&,
+               specdec::rng&, specdec::draft& out) {
+    out.clear();
+    out.tokens.assign(k, token);
+    ++proposals;
+  }
+  void accept(std::span<const token_id> c) { accepted += c.size(); }
+  void reset() { ++resets; }
+};
+}  // namespace
+
+TEST_CASE("composed_drafter: lookup first, the fallback when the lookup has nothing") {
+  specdec::ngram_drafter lookup;
+  fixed_drafter fallback;
+  specdec::composed_drafter both(lookup, fallback);
+  STATIC_REQUIRE(specdec::Drafter<decltype(both)>);
+  specdec::rng g(1);
+  specdec::draft out;
+  SECTION("a lookup match is used as it is") {
+    both.propose(tokens{1, 2, 3, 1, 2}, 4, {}, g, out);
+    CHECK(out.tokens == tokens{3, 1, 2});
+    CHECK(fallback.proposals == 0);
+    CHECK(both.lookup_steps() == 1);
+  }
+  SECTION("no match: the fallback drafts") {
+    both.propose(tokens{1, 2, 3}, 4, {}, g, out);
+    CHECK(out.tokens == tokens{4, 4, 4, 4});
+    CHECK(both.fallback_steps() == 1);
+  }
+  SECTION("a lookup draft shorter than min_lookup_tokens is replaced") {
+    specdec::composed_drafter strict(lookup, fallback, {.min_lookup_tokens = 4});
+    strict.propose(tokens{1, 2, 3, 1, 2}, 4, {}, g, out);
+    CHECK(out.tokens == tokens{4, 4, 4, 4});
+  }
+  SECTION("k = 0 asks nobody") {
+    both.propose(tokens{1, 2, 3}, 0, {}, g, out);
+    CHECK(out.tokens.empty());
+    CHECK(fallback.proposals == 0);
+  }
+  SECTION("accept and reset reach both") {
+    both.propose(tokens{1, 2, 3}, 4, {}, g, out);
+    both.accept(tokens{7, 8});
+    both.reset();
+    CHECK(fallback.accepted == 2);
+    CHECK(fallback.resets == 1);
+    CHECK(lookup.size() == 0);
+  }
+  SECTION("options are validated") {
+    REQUIRE_THROWS_WITH(specdec::composed_drafter(lookup, fallback, {.min_lookup_tokens = 0}),
+                        "composed_options.min_lookup_tokens: must be >= 1, got 0");
+  }
+}
+
+TEST_CASE("composed_drafter: greedy decoding through it equals plain greedy decoding") {
+  table_model target({.vocab_size = 6, .order = 2, .seed = 5, .scale = 3.0f});
+  table_model draft_model({.vocab_size = 6, .order = 2, .seed = 5, .scale = 3.0f, .mix = 0.3f});
+  specdec::ngram_drafter lookup({.min_ngram = 2});
+  specdec::model_drafter model(draft_model);
+  specdec::composed_drafter both(lookup, model);
+  specdec::speculative_decoder decoder(target, both);
+  const tokens prompt{1, 2, 3, 4, 1, 2, 3};
+  specdec::generate_options o;
+  o.max_new_tokens = 80;
+  o.sampling.temperature = 0.0f;
+  const auto plain = specdec::generate_autoregressive(target, prompt, o);
+  for (const std::size_t k : {1u, 4u, 8u}) {
+    o.draft_length = k;
+    const auto r = decoder.generate(prompt, o);
+    CHECK(r.tokens == plain.tokens);
+  }
+  CHECK(both.lookup_steps() > 0);
+  CHECK(both.fallback_steps() > 0);
+}
