@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <specdec/decode/options.hpp>
 #include <specdec/draft/ngram_drafter.hpp>
 #include <specdec/math/sampling_params.hpp>
 #include <specdec/tree/token_tree.hpp>
@@ -74,6 +75,7 @@ struct cli_options {
   std::size_t ngram_candidates = 1;
   std::vector<std::size_t> tree;  ///< empty: a chain of k drafts
   specdec::candidate_draw draw = specdec::candidate_draw::iid;
+  specdec::chain_verification verification = specdec::chain_verification::token;
   std::size_t ctx_size = 0;    ///< 0 = the checkpoint's seq_len
   std::size_t threads = 0;     ///< 0 = all cores
   bool quiet = false;          ///< stdout: exactly the generated text and a newline
@@ -190,6 +192,10 @@ class cli_parser {
     replacement_ =
         text("--replacement", replacement_text_,
              "with | without: how a sampled tree draws candidates (default with)", d, "R");
+    verification_ = text("--verification", verification_text_,
+                         "token | block: how a sampled chain is verified, token by token or as "
+                         "a block (Sun et al. 2025; never fewer tokens per call); default token",
+                         d, "V");
   }
 
   std::string help() const { return app_.help(); }
@@ -470,6 +476,14 @@ class cli_parser {
       else
         bad(replacement_, replacement_text_, "is not with or without");
     }
+    if (given(verification_)) {
+      if (verification_text_ == "token")
+        c.verification = specdec::chain_verification::token;
+      else if (verification_text_ == "block")
+        c.verification = specdec::chain_verification::block;
+      else
+        bad(verification_, verification_text_, "is not token or block");
+    }
     if (given(candidates_)) {
       c.ngram_candidates = whole(candidates_, candidates_text_);
       if (c.ngram_candidates == 0) bad(candidates_, candidates_text_, "must be >= 1");
@@ -487,6 +501,9 @@ class cli_parser {
     }
     if (c.draft == draft_kind::none && !c.tree.empty())
       throw usage_error(typed(tree_) + ": needs a drafter (--draft layers:L, model:PATH or ngram)");
+    if (c.verification == specdec::chain_verification::block && !c.tree.empty())
+      throw usage_error(typed(verification_) +
+                        " block: applies to chains of drafts, not to --tree or --ngram-candidates");
     if (c.draft_min > 0 && !c.tree.empty())
       throw usage_error(typed(draft_min_) +
                         ": applies to chains of drafts, not to --tree or --ngram-candidates");
@@ -497,11 +514,11 @@ class cli_parser {
   std::vector<std::string> args_;
   CLI::Option *model_, *tokenizer_, *ctx_, *threads_, *prompt_, *file_, *n_, *temp_, *top_k_,
       *top_p_, *min_p_, *seed_, *draft_, *model_draft_, *k_, *draft_min_, *ngram_min_, *ngram_max_,
-      *candidates_, *tree_, *replacement_;
+      *candidates_, *tree_, *replacement_, *verification_;
   std::string model_text_, tokenizer_text_, ctx_text_, threads_text_, prompt_text_, file_text_,
       n_text_, temp_text_, top_k_text_, top_p_text_, min_p_text_, seed_text_, draft_text_,
       model_draft_text_, k_text_, draft_min_text_, ngram_min_text_, ngram_max_text_,
-      candidates_text_, tree_text_, replacement_text_;
+      candidates_text_, tree_text_, replacement_text_, verification_text_;
   bool quiet_ = false, json_ = false, compare_plain_ = false;
 };
 

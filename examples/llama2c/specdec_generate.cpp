@@ -96,6 +96,7 @@ int run(const l2::cli_options& c, const loaded& info, l2::model& target, Drafter
   o.stop_tokens = {l2::tokenizer::bos_id, l2::tokenizer::eos_id};
   o.tree = c.tree;
   o.tree_draw = c.draw;
+  o.verification = c.verification;
 
   const bool progress =
       l2::show_progress(isatty(STDERR_FILENO) == 1, isatty(STDOUT_FILENO) == 1, c.json);

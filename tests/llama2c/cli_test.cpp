@@ -124,6 +124,8 @@ TEST_CASE("cli: every flag in every spelling") {
     CHECK(parse({"--tree", "4x2x2"}).tree == std::vector<std::size_t>{4, 2, 2});
     CHECK(parse({"--replacement", "without"}).draw == specdec::candidate_draw::without_replacement);
     CHECK(parse({"--replacement", "with"}).draw == specdec::candidate_draw::iid);
+    CHECK(parse({}).verification == specdec::chain_verification::token);
+    CHECK(parse({"--verification", "block"}).verification == specdec::chain_verification::block);
   }
   SECTION("a later flag wins, across spellings") {
     CHECK(parse({"-k", "2", "--draft-max", "5"}).k == 5);
@@ -166,6 +168,7 @@ TEST_CASE("cli: --help is generated and lists every spelling") {
                            "--ngram-candidates",
                            "--tree",
                            "--replacement",
+                           "--verification",
                            "Exit status"})
     CHECK_THAT(help, Catch::Contains(name));
 }
@@ -249,6 +252,9 @@ TEST_CASE("cli: bad values name the flag and the value") {
     bad({"--tree", "4x2", "--draft", "none"},
         "--tree: needs a drafter (--draft layers:L, model:PATH or ngram)");
     bad({"--replacement", "maybe"}, "--replacement 'maybe': is not with or without");
+    bad({"--verification", "joint"}, "--verification 'joint': is not token or block");
+    bad({"--verification", "block", "--tree", "2x2"},
+        "--verification block: applies to chains of drafts, not to --tree or --ngram-candidates");
   }
   SECTION("n-gram options are checked here, not after loading (issue 10, item 5)") {
     bad({"--ngram-min", "2"}, "--ngram-min: needs --draft ngram (prompt lookup)");
