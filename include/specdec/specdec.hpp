@@ -11,6 +11,7 @@
 #include "specdec/concepts/tree_language_model.hpp"
 #include "specdec/decode/options.hpp"
 #include "specdec/decoder.hpp"
+#include "specdec/draft/composed_drafter.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/draft/ngram_drafter.hpp"
 #include "specdec/draft/no_drafter.hpp"
