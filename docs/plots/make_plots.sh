@@ -3,6 +3,7 @@
 # with docs/plots/make_data.sh). Needs jq and gnuplot (Debian: jq, gnuplot-nox).
 #
 #   docs/plots/make_plots.sh
+#   SPECDEC_PLOT_NOTE=", measured under load" docs/plots/make_plots.sh   (a note in the speed-up title)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 data=$here/data
@@ -28,7 +29,7 @@ if [ -f "$data/speedup.json" ]; then
   plots="$plots speedup"
   jq -r '
   def family: sub(" K=[0-9]+$"; "") | sub(" tree .*$"; " tree");
-  def label: {"first1": "first 1 layer", "first2": "first 2 layers", "first3": "first 3 layers",
+  def pretty: {"first1": "first 1 layer", "first2": "first 2 layers", "first3": "first 3 layers",
               "first3 tree": "first 3 layers, tree", "skip3of12": "layer skip 3/12",
               "skip6of12": "layer skip 6/12", "ngram": "prompt lookup"}[family] // family;
   . as $all
@@ -37,7 +38,7 @@ if [ -f "$data/speedup.json" ]; then
   | sort_by(-.speedup)[]
   | . as $g
   | ($all[] | select(.temperature > 0 and .drafter == $g.drafter)) as $s
-  | [($g.drafter | label) + " (" + ($g.drafter | sub("^[^ ]+ "; "") | sub("of12 "; " ")) + ")",
+  | [($g.drafter | pretty) + " (" + ($g.drafter | sub("^[^ ]+ "; "") | sub("of12 "; " ")) + ")",
      $g.speedup, $g.predicted, $s.speedup, $s.predicted] | @tsv' \
   "$data/speedup.json" >"$tmp/speedup.tsv"
 else
@@ -51,6 +52,6 @@ jq -r '.benchmarks[] | select(.aggregate_name == "median")
 
 cd "$here/../.."  # the .gp files load docs/plots/style.gp
 for plot in $plots; do
-  gnuplot -e "tmp='$tmp'; out='$here/$plot.svg'" "$here/$plot.gp"
+  gnuplot -e "tmp='$tmp'; out='$here/$plot.svg'; note='${SPECDEC_PLOT_NOTE:-}'" "$here/$plot.gp"
   echo "wrote $here/$plot.svg"
 done

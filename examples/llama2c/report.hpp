@@ -95,6 +95,9 @@ inline nlohmann::ordered_json stats_json(const specdec::decode_stats& s) {
                            {"accepted", i < s.accepted_at.size() ? s.accepted_at[i] : 0},
                            {"rate", s.acceptance_at(i)}});
   j["acceptance_by_position"] = by_position;
+  // Per depth and sibling rank: candidates judged and accepted (a chain has rank 0 only).
+  j["offered_at_rank"] = s.offered_at_rank;
+  j["accepted_at_rank"] = s.accepted_at_rank;
   j["reused_prompt_tokens"] = s.reused_prompt_tokens;
   const double decode = s.total_seconds - s.prefill_seconds;
   j["seconds"] = {{"total", s.total_seconds},
