@@ -61,22 +61,6 @@ std::string shape_text(const std::vector<std::size_t>& b) {
   return s;
 }
 
-// Predicted tokens/s of a shape under the profile and cost (plan_tree's score of it).
-double score(const std::vector<std::size_t>& b, const specdec::acceptance_profile& p,
-             const specdec::step_cost_model& c) {
-  std::size_t nodes = 0, width = 1;
-  double tokens = 1.0, reach = 1.0;
-  for (std::size_t d = 0; d < b.size(); ++d) {
-    width *= b[d];
-    nodes += width;
-    reach *= p.accepted_within(d, b[d]);
-    tokens += reach;
-  }
-  if (nodes + 1 >= c.target.size()) return 0.0;
-  return tokens / (c.target[nodes + 1] + c.draft_per_level * static_cast<double>(b.size()) +
-                   c.draft_per_node * static_cast<double>(nodes));
-}
-
 template <class Drafter>
 void run_target(const char* title, l2::model& target, Drafter& drafter, double draft_t1,
                 double draft_t8, const std::vector<std::vector<token_id>>& prompts,
@@ -150,9 +134,10 @@ void run_target(const char* title, l2::model& target, Drafter& drafter, double d
     const double plain_rate = 1.0 / cost.target[1];
     std::vector<config> configs;
     const auto add_shape = [&](const std::string& label, std::vector<std::size_t> shape) {
-      configs.push_back({label + shape_text(shape),
-                         [&, shape](float t) { return decode(drafter, shape, t, 0, nullptr); },
-                         score(shape, profile, cost) / plain_rate});
+      configs.push_back(
+          {label + shape_text(shape),
+           [&, shape](float t) { return decode(drafter, shape, t, 0, nullptr); },
+           specdec::predict_plan(shape, profile, cost).tokens_per_second() / plain_rate});
     };
     configs.push_back({"plain", [&](float t) { return decode(none, {}, t, 0, nullptr); }, 1.0});
     add_shape("planned tree: ", tree.branching);

@@ -2,7 +2,6 @@
 // returns, and the check of both at the entry.
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <functional>
 #include <span>
@@ -127,18 +126,7 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
           "generate_options.verification: block verification applies to a chain; a tree is "
           "verified by multi-candidate speculative sampling (leave verification = token)");
   }
-  if (o.replan.every > 0) {
-    const auto& c = o.replan.cost.target;
-    if (c.size() < 2)
-      throw std::invalid_argument(
-          "generate_options.replan.cost.target: re-planning needs t(1) (cost.target[1])");
-    for (std::size_t n = 1; n < c.size(); ++n)
-      if (!(c[n] > 0.0) || !std::isfinite(c[n]))
-        throw std::invalid_argument("generate_options.replan.cost.target[" + std::to_string(n) +
-                                    "] must be positive and finite");
-    if (!(o.replan.cost.draft_per_level >= 0.0) || !(o.replan.cost.draft_per_node >= 0.0))
-      throw std::invalid_argument("generate_options.replan.cost: draft costs must be >= 0");
-  }
+  if (o.replan.every > 0) o.replan.cost.check("generate_options.replan.cost");
   if (o.verification != chain_verification::token && o.verification != chain_verification::block)
     throw std::invalid_argument("generate_options.verification: not token or block");
 }

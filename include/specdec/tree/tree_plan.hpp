@@ -63,6 +63,24 @@ struct step_cost_model {
   std::vector<double> target;
   double draft_per_level = 0.0;
   double draft_per_node = 0.0;
+
+  /// Predicted seconds of a step drafting `nodes` nodes over `levels` levels (nodes + 1 < the
+  /// size of `target`).
+  double seconds(std::size_t nodes, std::size_t levels) const {
+    return target[nodes + 1] + draft_per_level * static_cast<double>(levels) +
+           draft_per_node * static_cast<double>(nodes);
+  }
+  /// Throws std::invalid_argument, naming the field after `who`, unless target[1..] are
+  /// positive and finite (target[1] present) and the draft costs are >= 0.
+  void check(const std::string& who) const {
+    if (target.size() < 2) throw std::invalid_argument(who + ".target: needs t(1) (target[1])");
+    for (std::size_t n = 1; n < target.size(); ++n)
+      if (!(target[n] > 0.0) || !std::isfinite(target[n]))
+        throw std::invalid_argument(who + ".target[" + std::to_string(n) +
+                                    "] must be positive and finite");
+    if (!(draft_per_level >= 0.0) || !(draft_per_node >= 0.0))
+      throw std::invalid_argument(who + ": draft costs must be >= 0");
+  }
 };
 
 /// A planned shape: branching factors per depth (empty = plain decoding; all ones = a chain).
@@ -71,7 +89,10 @@ struct tree_plan {
   std::size_t nodes = 0;          ///< drafted nodes (root excluded)
   double tokens_per_step = 1.0;   ///< predicted: 1 + expected accepted drafts
   double seconds_per_step = 0.0;  ///< predicted from the cost model
-  double tokens_per_second() const { return tokens_per_step / seconds_per_step; }
+  /// Predicted tokens per second; 0 when no cost was predicted.
+  double tokens_per_second() const {
+    return seconds_per_step > 0.0 ? tokens_per_step / seconds_per_step : 0.0;
+  }
 };
 
 namespace detail {
@@ -85,9 +106,7 @@ struct plan_search {
   std::vector<std::size_t> shape;
 
   void consider(std::size_t nodes, double tokens) {
-    const double seconds = cost.target[nodes + 1] +
-                           cost.draft_per_level * static_cast<double>(shape.size()) +
-                           cost.draft_per_node * static_cast<double>(nodes);
+    const double seconds = cost.seconds(nodes, shape.size());
     if (tokens / seconds > best.tokens_per_second()) best = {shape, nodes, tokens, seconds};
   }
   // Extends `shape` (whose deepest level has `width` nodes, reached with probability `reach`)
@@ -118,20 +137,12 @@ struct plan_search {
  * accepted_within over the levels above. Plain decoding (an empty shape, cost target[1]) is a
  * candidate too, so a profile or a cost curve under which speculation does not pay plans no
  * drafts. Exhaustive over the shapes within the bounds (a few thousand for 64 nodes). Throws
- * std::invalid_argument for a cost curve without target[1] or with a value that is not positive
- * and finite.
+ * std::invalid_argument for a cost model that step_cost_model::check refuses.
  */
 inline tree_plan plan_tree(const acceptance_profile& profile, const step_cost_model& cost,
                            std::size_t max_nodes = 64, std::size_t max_depth = 8,
                            std::size_t max_width = 8) {
-  if (cost.target.size() < 2)
-    throw std::invalid_argument("plan_tree: cost.target needs t(1) (cost.target[1])");
-  for (std::size_t n = 1; n < cost.target.size(); ++n)
-    if (!(cost.target[n] > 0.0) || !std::isfinite(cost.target[n]))
-      throw std::invalid_argument("plan_tree: cost.target[" + std::to_string(n) +
-                                  "] must be positive and finite");
-  if (!(cost.draft_per_level >= 0.0) || !(cost.draft_per_node >= 0.0))
-    throw std::invalid_argument("plan_tree: draft costs must be >= 0");
+  cost.check("plan_tree: cost");
   detail::plan_search s{profile, cost, max_nodes, max_depth, max_width, false, {}, {}};
   s.best = {{}, 0, 1.0, cost.target[1]};
   s.extend(0, 1, 1.0, 1.0);
@@ -142,16 +153,29 @@ inline tree_plan plan_tree(const acceptance_profile& profile, const step_cost_mo
 /// for K = 0).
 inline tree_plan plan_chain(const acceptance_profile& profile, const step_cost_model& cost,
                             std::size_t max_k = 16) {
-  if (cost.target.size() < 2)
-    throw std::invalid_argument("plan_chain: cost.target needs t(1) (cost.target[1])");
-  for (std::size_t n = 1; n < cost.target.size(); ++n)
-    if (!(cost.target[n] > 0.0) || !std::isfinite(cost.target[n]))
-      throw std::invalid_argument("plan_chain: cost.target[" + std::to_string(n) +
-                                  "] must be positive and finite");
+  cost.check("plan_chain: cost");
   detail::plan_search s{profile, cost, max_k, max_k, 1, true, {}, {}};
   s.best = {{}, 0, 1.0, cost.target[1]};
   s.extend(0, 1, 1.0, 1.0);
   return s.best;
+}
+
+/// The plan_tree score of one given shape (to compare a hand-picked shape with the plan):
+/// seconds_per_step 0 when the cost curve does not reach its node count.
+inline tree_plan predict_plan(std::vector<std::size_t> branching, const acceptance_profile& profile,
+                              const step_cost_model& cost) {
+  tree_plan p{std::move(branching), 0, 1.0, 0.0};
+  std::size_t width = 1;
+  double reach = 1.0;
+  for (std::size_t d = 0; d < p.branching.size(); ++d) {
+    width *= p.branching[d];
+    p.nodes += width;
+    reach *= profile.accepted_within(d, p.branching[d]);
+    p.tokens_per_step += reach;
+  }
+  if (p.nodes + 1 < cost.target.size())
+    p.seconds_per_step = cost.seconds(p.nodes, p.branching.size());
+  return p;
 }
 
 }  // namespace specdec
