@@ -45,30 +45,8 @@ template <class Drafter>
 sb::totals decode(l2::model& target, Drafter& drafter, std::size_t k, chain_verification how,
                   float temperature, const std::vector<std::vector<token_id>>& prompts,
                   std::size_t max_new, std::uint64_t seed_base) {
-  specdec::speculative_decoder decoder(target, drafter);
-  sb::totals t;
-  for (std::size_t p = 0; p < prompts.size(); ++p) {
-    specdec::generate_options o;
-    o.max_new_tokens = std::min(max_new, target.max_size() - prompts[p].size());
-    o.draft_length = k;
-    o.verification = how;
-    o.stop_tokens = {l2::tokenizer::bos_id, l2::tokenizer::eos_id};
-    o.sampling = {.temperature = temperature, .seed = seed_base + p};
-    t.add(decoder.generate(prompts[p], o).stats);
-  }
-  return t;
-}
-
-// Adds one run's totals to another's.
-void accumulate(sb::totals& into, const sb::totals& t) {
-  into.generated += t.generated;
-  into.calls += t.calls;
-  into.drafted += t.drafted;
-  into.accepted += t.accepted;
-  into.seconds += t.seconds;
-  into.draft += t.draft;
-  into.target += t.target;
-  into.verify += t.verify;
+  return sb::decode_all(target, drafter, k, {}, specdec::candidate_draw::iid, temperature, prompts,
+                        max_new, how, seed_base);
 }
 
 struct drafter_row {
@@ -101,7 +79,7 @@ void compare(const char* title, const std::vector<drafter_row>& drafters,
           for (int b = 0; b < 2; ++b) {
             const auto s =
                 d.run(k, b ? chain_verification::block : chain_verification::token, temp, seeds);
-            accumulate(sum[b], s);
+            sum[b].add(s);
             rate[b] = s.tokens_per_second();
             speed[b].push_back(rate[b] / base);
           }
@@ -136,7 +114,7 @@ int main(int argc, char** argv) {
                              std::uint64_t seeds) {
       sb::totals t;
       for (std::uint64_t s = 0; s < 3; ++s)
-        accumulate(t, decode(target, drafter, k, how, temp, prompts, 96, seeds + 10 * s));
+        t.add(decode(target, drafter, k, how, temp, prompts, 96, seeds + 10 * s));
       return t;
     };
     const std::vector<drafter_row> rows{

@@ -37,12 +37,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/support/calibrate.hpp"
 #include "bench/support/e2e.hpp"
 #include "bench/support/models.hpp"
 #include "bench/support/reshaped.hpp"
 #include "bench/support/timing.hpp"
 #include "llama2c/model.hpp"
-#include "llama2c/reference.hpp"
 #include "llama2c/tokenizer.hpp"
 
 namespace {
@@ -53,26 +53,6 @@ using specdec::token_id;
 
 constexpr std::size_t new_tokens = 64;
 constexpr std::size_t max_calibrated = 33;  // t(n) for n = 1..33 (chains to K = 8, trees <= 32)
-
-// Median seconds of an append of n reference tokens after a context of 32 (then truncate).
-template <class Model>
-double time_append(Model& m, std::size_t n, int reps = 7) {
-  const std::size_t context = 32, vocab = m.vocab_size();
-  const std::span<const token_id> ids(l2::reference_ids);
-  std::vector<float> logits((context + n) * vocab);
-  m.truncate(0);
-  m.append(ids.first(context), std::span(logits).first(context * vocab));
-  std::vector<token_id> tokens(n);
-  for (std::size_t i = 0; i < n; ++i) tokens[i] = ids[(context + i) % ids.size()];
-  std::vector<double> s;
-  for (int r = 0; r < reps; ++r) {
-    s.push_back(sb::time_call<sb::wall_clock>(
-        [&] { m.append(tokens, std::span(logits).first(n * vocab)); }));
-    m.truncate(context);
-  }
-  m.truncate(0);
-  return sb::median(s);
-}
 
 struct row {
   std::string name;
@@ -146,15 +126,14 @@ int main(int argc, char** argv) {
   l2::layer_skip_draft skip3(target, 3), skip6(target, 6);
 
   // Calibration: t(n) of the target and t(1) of every draft, in this process.
-  std::vector<double> t(max_calibrated + 1, 0.0);
-  for (std::size_t n = 1; n <= max_calibrated; ++n) t[n] = time_append(target, n);
+  const std::vector<double> t = sb::cost_curve(target, max_calibrated);
   std::printf("t(n)/t(1), t(1) = %.2f ms:", 1e3 * t[1]);
   for (std::size_t n = 2; n <= max_calibrated; n += n < 10 ? 1 : 8)
     std::printf(" %zu:%.2f", n, t[n] / t[1]);
   std::printf("\n");
   double first_t1[3];
-  for (std::size_t l = 0; l < 3; ++l) first_t1[l] = time_append(*firsts[l], 1);
-  const double skip3_t1 = time_append(skip3, 1), skip6_t1 = time_append(skip6, 1);
+  for (std::size_t l = 0; l < 3; ++l) first_t1[l] = sb::time_append(*firsts[l], 1);
+  const double skip3_t1 = sb::time_append(skip3, 1), skip6_t1 = sb::time_append(skip6, 1);
   std::printf(
       "draft t(1): first1 %.3f ms, first2 %.3f ms, first3 %.3f ms, skip3 %.2f ms, "
       "skip6 %.2f ms\n\n",

@@ -138,27 +138,38 @@ void BM_VerifyGreedy(benchmark::State& state) {
       static_cast<double>(accepted) / static_cast<double>(state.iterations());
 }
 
+// The sampling of a case: temperature 1, plus top_p 0.9 (cases 2, 3) or top_k 50 (cases 4, 5).
+specdec::sampling_params case_params(std::int64_t mode) {
+  specdec::sampling_params sp;
+  sp.temperature = 1.0f;
+  if (mode / 2 == 1) sp.top_p = 0.9f;
+  if (mode / 2 == 2) sp.top_k = 50;
+  return sp;
+}
+
+// Full q rows: the warped distribution of the same logits with the draft token lowered by 1.
+specdec::row_matrix lowered_q(const rows& r, const specdec::sampling_params& sp) {
+  const std::size_t k = r.drafts.size();
+  specdec::row_matrix q(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(r.v));
+  std::vector<float> lowered(r.v);
+  for (std::size_t i = 0; i < k; ++i) {
+    const auto row = r.row(i);
+    lowered.assign(row.begin(), row.end());
+    lowered[static_cast<std::size_t>(r.drafts[i])] -= 1.0f;
+    specdec::warp(lowered, sp, std::span<float>(q.row(static_cast<Eigen::Index>(i)).data(), r.v));
+  }
+  return q;
+}
+
 void BM_VerifyRejection(benchmark::State& state) {
   const auto mode = state.range(0);
   const auto k = static_cast<std::size_t>(state.range(1));
   const auto v = static_cast<std::size_t>(state.range(2));
   const bool one_hot = mode % 2 == 1;
-  specdec::sampling_params sp;
-  sp.temperature = 1.0f;
-  if (mode / 2 == 1) sp.top_p = 0.9f;
-  if (mode / 2 == 2) sp.top_k = 50;
+  const specdec::sampling_params sp = case_params(mode);
   const rows r = make_rows(k + 1, v, 7 * k + v);
-  // q: the warped distribution of the same logits with the draft token lowered by 1.
-  specdec::row_matrix q(one_hot ? 0 : static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(v));
-  if (!one_hot) {
-    std::vector<float> lowered(v);
-    for (std::size_t i = 0; i < k; ++i) {
-      const auto row = r.row(i);
-      lowered.assign(row.begin(), row.end());
-      lowered[static_cast<std::size_t>(r.drafts[i])] -= 1.0f;
-      specdec::warp(lowered, sp, std::span<float>(q.row(static_cast<Eigen::Index>(i)).data(), v));
-    }
-  }
+  const specdec::row_matrix q =
+      one_hot ? specdec::row_matrix(0, static_cast<Eigen::Index>(v)) : lowered_q(r, sp);
   const specdec::logits_view qv(q.data(), q.rows(), q.cols());
   specdec::rejection_workspace ws;
   specdec::rng gen;
@@ -203,19 +214,9 @@ void BM_VerifyBlock(benchmark::State& state) {
   const auto mode = state.range(0);
   const auto k = static_cast<std::size_t>(state.range(1));
   const auto v = static_cast<std::size_t>(state.range(2));
-  specdec::sampling_params sp;
-  sp.temperature = 1.0f;
-  if (mode / 2 == 1) sp.top_p = 0.9f;
-  if (mode / 2 == 2) sp.top_k = 50;
+  const specdec::sampling_params sp = case_params(mode);
   const rows r = make_rows(k + 1, v, 7 * k + v);
-  specdec::row_matrix q(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(v));
-  std::vector<float> lowered(v);
-  for (std::size_t i = 0; i < k; ++i) {
-    const auto row = r.row(i);
-    lowered.assign(row.begin(), row.end());
-    lowered[static_cast<std::size_t>(r.drafts[i])] -= 1.0f;
-    specdec::warp(lowered, sp, std::span<float>(q.row(static_cast<Eigen::Index>(i)).data(), v));
-  }
+  const specdec::row_matrix q = lowered_q(r, sp);
   const specdec::logits_view qv(q.data(), q.rows(), q.cols());
   specdec::block_workspace ws;
   specdec::rng gen(1);

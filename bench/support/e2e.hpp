@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
-#include <vector>
-
 #include <specdec/specdec.hpp>
+#include <vector>
 
 #include "llama2c/model.hpp"
 #include "llama2c/tokenizer.hpp"
@@ -66,6 +66,19 @@ struct totals {
     target += s.target_seconds;
     verify += s.verify_seconds;
   }
+  /// Adds another run's counts and times (not its drafted_at).
+  void add(const totals& t) {
+    generated += t.generated;
+    calls += t.calls;
+    drafted += t.drafted;
+    nodes += t.nodes;
+    accepted += t.accepted;
+    draft_model_calls += t.draft_model_calls;
+    seconds += t.seconds;
+    draft += t.draft;
+    target += t.target;
+    verify += t.verify;
+  }
   double tokens_per_second() const { return static_cast<double>(generated) / seconds; }
   double acceptance() const { return drafted ? static_cast<double>(accepted) / drafted : 0.0; }
   double tokens_per_call() const { return static_cast<double>(generated) / calls; }
@@ -81,7 +94,7 @@ inline double median(std::vector<double> v) {
 }
 
 /**
- * Decodes every prompt once, prompt p with seed 1000 + p, stopping at BOS/EOS: chains of up to
+ * Decodes every prompt once, prompt p with seed seed_base + p, stopping at BOS/EOS: chains of up to
  * `k` drafts when `tree` is empty, else trees of that shape drawn as `draw`. Plain decoding is a
  * no_drafter with k = 0 and no tree.
  */
@@ -89,7 +102,9 @@ template <class Drafter>
 totals decode_all(llama2c::model& target, Drafter& drafter, std::size_t k,
                   const std::vector<std::size_t>& tree, candidate_draw draw, float temperature,
                   const std::vector<std::vector<token_id>>& encoded,
-                  std::size_t max_new = new_tokens) {
+                  std::size_t max_new = new_tokens,
+                  chain_verification verification = chain_verification::token,
+                  std::uint64_t seed_base = 1000) {
   speculative_decoder decoder(target, drafter);
   totals t;
   for (std::size_t p = 0; p < encoded.size(); ++p) {
@@ -98,8 +113,9 @@ totals decode_all(llama2c::model& target, Drafter& drafter, std::size_t k,
     o.draft_length = k;
     o.tree = tree;
     o.tree_draw = draw;
+    o.verification = verification;
     o.stop_tokens = {llama2c::tokenizer::bos_id, llama2c::tokenizer::eos_id};
-    o.sampling = {.temperature = temperature, .seed = 1000 + p};
+    o.sampling = {.temperature = temperature, .seed = seed_base + p};
     t.add(decoder.generate(encoded[p], o).stats);
   }
   return t;
