@@ -2,6 +2,7 @@
 // process: the median wall time of an append of n tokens after a short context.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <specdec/specdec.hpp>
@@ -36,12 +37,20 @@ double time_append(Model& m, std::size_t n, int reps = 7) {
 
 /// t(n) for n = 1..max_n (index 0 unused), as tree_plan.hpp's step_cost_model wants it. A
 /// warm-up append of max_n tokens first touches the weights and the cache (first-touch page
-/// faults are slow on some machines and would inflate the small n).
+/// faults are slow on some machines and would inflate the small n). Then `rounds` passes over
+/// n = 1..max_n, one append per n each, and t(n) is the median over the rounds: a shared host
+/// changes speed by 2x between phases, and timing every n in every round keeps the ratios t(n)/t(1)
+/// from one phase instead of comparing small n from a fast phase with large n from a slow one.
+/// Last, the curve is made non-decreasing (t(n) = max of t(1..n)): an append of more tokens
+/// never does less work, so a dip is noise, and a planner would chase it.
 template <class Model>
-std::vector<double> cost_curve(Model& m, std::size_t max_n) {
+std::vector<double> cost_curve(Model& m, std::size_t max_n, int rounds = 7) {
   time_append(m, max_n, 2);
+  std::vector<std::vector<double>> samples(max_n + 1);
+  for (int r = 0; r < rounds; ++r)
+    for (std::size_t n = 1; n <= max_n; ++n) samples[n].push_back(time_append(m, n, 1));
   std::vector<double> t(max_n + 1, 0.0);
-  for (std::size_t n = 1; n <= max_n; ++n) t[n] = time_append(m, n);
+  for (std::size_t n = 1; n <= max_n; ++n) t[n] = std::max(median(samples[n]), t[n - 1]);
   return t;
 }
 
