@@ -30,7 +30,7 @@ if [ -f "$data/speedup.json" ]; then
   jq -r '
   def family: sub(" K=[0-9]+$"; "") | sub(" tree .*$"; " tree");
   def pretty: {"first1": "first 1 layer", "first2": "first 2 layers", "first3": "first 3 layers",
-              "first3 tree": "first 3 layers, tree", "skip3of12": "layer skip 3/12",
+              "first3 tree": "first 3 layers", "skip3of12": "layer skip 3/12",
               "skip6of12": "layer skip 6/12", "ngram": "prompt lookup"}[family] // family;
   . as $all
   | [.[] | select(.temperature == 0 and (.drafter | startswith("plain") | not))]
