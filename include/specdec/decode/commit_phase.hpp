@@ -1,0 +1,113 @@
+// specdec/decode/commit_phase.hpp - phase 4 of a step: keep what was accepted. The model's
+// context keeps the accepted path (a truncate for a chain, a commit for a tree), the accepted
+// drafts and the target's token are emitted up to a stop condition (stop token, max_new_tokens,
+// full context, the callback), the context is rolled back to the history minus its last token,
+// the drafter is told, and the statistics count the step. Also abandon_step: the roll-back when
+// a step fails between scoring and commit.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "specdec/concepts/language_model.hpp"
+#include "specdec/concepts/tree_language_model.hpp"
+#include "specdec/decode/options.hpp"
+#include "specdec/decode/sequence_state.hpp"
+#include "specdec/tree/tree_fallback.hpp"
+#include "specdec/types.hpp"
+
+namespace specdec::detail {
+
+/// After a scored step failed (verification threw, or the tree commit did): puts the model back
+/// at the history minus its last token, as before the step.
+template <LanguageModel Model>
+void abandon_step(sequence_state& s, Model& model) {
+  const std::size_t before = s.history_before - 1;
+  if constexpr (TreeLanguageModel<Model>) {
+    if (s.tree_step && static_cast<std::size_t>(model.size()) == before)
+      model.commit(std::span<const std::int32_t>());  // drop the pending tree
+  }
+  if (static_cast<std::size_t>(model.size()) > before) model.truncate(before);
+}
+
+/**
+ * Commits s's verdict to `model` and emits the tokens (see the header comment). Returns what the
+ * step emitted. If the callback throws, the model is rolled back to the tokens emitted so far,
+ * the run ends (stop_reason::callback) and the exception propagates.
+ */
+template <LanguageModel Model, class Draft>
+step_result commit_phase(sequence_state& s, Model& model, Draft& drafter) {
+  const auto t0 = decode_clock::now();
+  const std::size_t h = s.history_before;
+  if (s.tree_step) {
+    try {
+      commit_tree_path(model, s.tree.tree, s.path, s.tree_eval_ws);
+    } catch (...) {
+      abandon_step(s, model);
+      throw;
+    }
+    // By depth and rank: the children of each node on the accepted path were offered.
+    const token_tree& tree = s.tree.tree;
+    const auto& kept_nodes = s.tree_verdict.accepted;
+    std::size_t parent = 0;
+    for (std::size_t d = 0; !tree.is_leaf(parent); ++d) {
+      const auto kids = tree.children(parent);
+      const bool kept = d < kept_nodes.size();
+      const auto node = kept ? static_cast<std::size_t>(kept_nodes[d]) : 0;
+      s.count_rank(d, kept ? node - static_cast<std::size_t>(kids.first) : 0, kids.size(), kept);
+      if (!kept) break;
+      parent = node;
+    }
+  } else {
+    // The context holds the history and every draft: the commit is the truncate below. By
+    // depth: position d was judged when every draft before it was kept.
+    for (std::size_t d = 0; d < s.positions && d <= s.accepted.size(); ++d)
+      s.count_rank(d, 0, 1, d < s.accepted.size());
+  }
+  const std::size_t accepted = s.accepted.size();
+  try {
+    for (std::size_t i = 0; i <= accepted && !s.done; ++i) {
+      const token_id t = i < accepted ? s.accepted[i] : s.next;
+      s.history.push_back(t);
+      s.update_done(t);
+      if (s.options.on_token && !s.options.on_token(t) && !s.done) {
+        s.done = true;
+        s.reason = stop_reason::callback;
+      }
+    }
+  } catch (...) {
+    model.truncate(s.history.size() - 1);
+    s.done = true;
+    s.reason = stop_reason::callback;
+    throw;
+  }
+  model.truncate(s.history.size() - 1);
+  const std::span<const token_id> emitted(s.history.data() + h, s.history.size() - h);
+  drafter.accept(emitted);
+
+  decode_stats& st = s.stats;
+  st.target_calls += 1;
+  st.draft_calls += s.positions > 0;
+  st.drafted_tokens += s.positions;
+  st.drafted_nodes += s.nodes;
+  st.accepted_tokens += accepted;
+  if (st.drafted_at.size() < s.positions) {
+    st.drafted_at.resize(s.positions);
+    st.accepted_at.resize(s.positions);
+  }
+  for (std::size_t i = 0; i < s.positions; ++i) st.drafted_at[i] += 1;
+  for (std::size_t i = 0; i < accepted; ++i) st.accepted_at[i] += 1;
+  st.generated_tokens = s.generated();
+  if constexpr (requires { drafter.model_calls(); })
+    st.draft_model_calls = drafter.model_calls() - s.draft_calls_at_start;
+  st.draft_seconds += s.draft_seconds;
+  st.target_seconds += s.target_seconds;
+  st.verify_seconds += s.verify_seconds;
+  st.total_seconds += s.draft_seconds + s.target_seconds + s.verify_seconds +
+                      seconds_between(t0, decode_clock::now());
+  return {emitted, s.positions, accepted, s.done};
+}
+
+}  // namespace specdec::detail

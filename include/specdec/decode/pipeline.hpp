@@ -1,0 +1,97 @@
+// specdec/decode/pipeline.hpp - one sequence's step pipeline: draft -> score -> verify -> commit,
+// the phases of decode/ in order around one sequence_state. The single-sequence decoder runs all
+// four on its target; the batch decoder runs the draft phase of every sequence, one batched
+// score for all, then verify and commit per sequence.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "specdec/concepts/drafter.hpp"
+#include "specdec/concepts/language_model.hpp"
+#include "specdec/concepts/tree_drafter.hpp"
+#include "specdec/decode/commit_phase.hpp"
+#include "specdec/decode/draft_phase.hpp"
+#include "specdec/decode/options.hpp"
+#include "specdec/decode/score_phase.hpp"
+#include "specdec/decode/sequence_state.hpp"
+#include "specdec/decode/start.hpp"
+#include "specdec/decode/verify_phase.hpp"
+#include "specdec/types.hpp"
+
+namespace specdec::detail {
+
+/// Throws std::invalid_argument if `drafter` cannot draft for `model`: a different vocabulary,
+/// or a draft model that is the target object itself (they would overwrite each other's cache).
+template <class Model, class Draft>
+void check_drafter_for(const Model& model, Draft& drafter) {
+  const auto v = static_cast<std::size_t>(model.vocab_size());
+  if constexpr (requires { drafter.vocab_size(); }) {
+    const std::size_t dv = static_cast<std::size_t>(drafter.vocab_size());
+    if (dv != v)
+      throw std::invalid_argument("drafter: draft vocab_size " + std::to_string(dv) +
+                                  " differs from the target's vocab_size " + std::to_string(v));
+  }
+  if constexpr (requires {
+                  { &drafter.model() } -> std::convertible_to<const void*>;
+                }) {
+    if (static_cast<const void*>(&drafter.model()) == static_cast<const void*>(&model))
+      throw std::invalid_argument(
+          "drafter: the draft model is the target itself; both need their own context (use a "
+          "second instance, or a view with its own cache such as a layer-skip draft)");
+  }
+}
+
+/**
+ * The pipeline of one sequence whose context lives in `Model` (a LanguageModel: the target, or
+ * one sequence of a batch model). Holds references: the model and drafter must outlive it.
+ * Not thread-safe.
+ */
+template <class Model, class Draft>
+class sequence_pipeline {
+ public:
+  sequence_pipeline(Model& model, Draft& drafter) : model_(model), drafter_(drafter) {}
+
+  /// decode/start.hpp: validate, reset, feed the prompt.
+  void start(std::span<const token_id> prompt, const generate_options& options) {
+    start_sequence(state_, model_, drafter_, prompt, options, TreeDrafter<Draft>);
+  }
+  /// Phase 1 (decode/draft_phase.hpp), with at most max_k draft positions.
+  void draft(std::size_t max_k = static_cast<std::size_t>(-1)) {
+    draft_phase(state_, drafter_, max_k);
+  }
+  /// Phase 2 on the model alone (decode/score_phase.hpp).
+  void score() { score_phase(state_, model_); }
+  /// Phases 3 and 4 (decode/verify_phase.hpp, decode/commit_phase.hpp), once the rows are
+  /// written. On a verification error the model is rolled back to the start of the step.
+  step_result finish() {
+    try {
+      verify_phase(state_);
+    } catch (...) {
+      abandon_step(state_, model_);
+      throw;
+    }
+    return commit_phase(state_, model_, drafter_);
+  }
+  /// All four phases.
+  step_result step() {
+    draft();
+    score();
+    return finish();
+  }
+
+  sequence_state& state() noexcept { return state_; }
+  const sequence_state& state() const noexcept { return state_; }
+  Model& model() noexcept { return model_; }
+  Draft& drafter() noexcept { return drafter_; }
+
+ private:
+  Model& model_;
+  Draft& drafter_;
+  sequence_state state_;
+};
+
+}  // namespace specdec::detail

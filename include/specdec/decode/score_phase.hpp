@@ -1,0 +1,27 @@
+// specdec/decode/score_phase.hpp - phase 2 of a step on one model: the target scores the rows the
+// draft phase laid out in one call (append for a chain; append_tree, or the path-by-path
+// fallback, for a tree). The batch decoder replaces this phase with one call for all sequences.
+#pragma once
+
+#include <span>
+
+#include "specdec/concepts/language_model.hpp"
+#include "specdec/decode/sequence_state.hpp"
+#include "specdec/tree/tree_fallback.hpp"
+
+namespace specdec::detail {
+
+/// Writes s's rows with `model`. The model contract: a throwing call changes nothing, and the
+/// exception propagates (s stays at the start of the step; the drafter re-synchronises).
+template <LanguageModel Model>
+void score_phase(sequence_state& s, Model& model) {
+  const auto t0 = decode_clock::now();
+  if (s.tree_step) {
+    evaluate_tree(model, s.tree.tree, s.score_logits(), s.tree_eval_ws);
+  } else {
+    model.append(std::span<const token_id>(s.feed), s.score_logits());
+  }
+  s.target_seconds = seconds_between(t0, decode_clock::now());
+}
+
+}  // namespace specdec::detail

@@ -1,0 +1,121 @@
+// specdec/decode/sequence_state.hpp - what one generation carries from step to step (options,
+// generator, history, statistics) and the step in flight (the draft, the rows the target must
+// score, the verdict). The phases of decode/ read and write it; the single-sequence decoder owns
+// one, the batch decoder one per sequence.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "specdec/concepts/drafter.hpp"
+#include "specdec/decode/options.hpp"
+#include "specdec/math/rng.hpp"
+#include "specdec/stats.hpp"
+#include "specdec/tree/tree_draft.hpp"
+#include "specdec/tree/tree_fallback.hpp"
+#include "specdec/tree/tree_plan.hpp"
+#include "specdec/types.hpp"
+#include "specdec/verify/block.hpp"
+#include "specdec/verify/multi_candidate.hpp"
+#include "specdec/verify/rejection.hpp"
+
+namespace specdec::detail {
+
+using decode_clock = std::chrono::steady_clock;
+
+inline double seconds_between(decode_clock::time_point a, decode_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+/**
+ * One sequence's generation state. Invariant between steps (while !done): the model's context
+ * holds `history` minus its last token. Not thread-safe; one per sequence.
+ */
+struct sequence_state {
+  // The generation.
+  generate_options options;
+  rng gen;
+  decode_stats stats;
+  std::vector<token_id> history;  ///< prompt + emitted tokens
+  std::size_t prompt_size = 0;
+  bool done = true;
+  stop_reason reason = stop_reason::max_new_tokens;
+  std::size_t vocab = 0;
+  std::size_t capacity = std::numeric_limits<std::size_t>::max();  ///< the model's max_size
+  std::size_t draft_calls_at_start = 0;
+  // Re-planning (generate_options::replan): the shape in force and what it was planned from.
+  tree_plan plan;
+  decode_stats measured;  ///< rank counts of every re-planning generation of this sequence
+
+  // The step in flight, filled by the draft phase.
+  bool tree_step = false;          ///< this step drafted a tree (else a chain)
+  std::size_t history_before = 0;  ///< history.size() when the step began
+  std::size_t positions = 0;       ///< draft positions (chain: tokens; tree: depth)
+  std::size_t nodes = 0;           ///< draft tokens (chain: tokens; tree: nodes but the root)
+  draft chain;
+  tree_draft tree;
+  std::vector<token_id> feed;  ///< chain: [last history token, drafts...]
+  std::vector<float> logits;   ///< rows x vocab, written by the score phase
+  // The verdict, filled by the verify phase.
+  std::vector<token_id> accepted;
+  token_id next = 0;
+  std::vector<std::int32_t> path;  ///< tree: {0, accepted nodes...}
+  tree_verify_result tree_verdict;
+  // Where this step's time went (seconds), summed into stats by the commit phase.
+  double draft_seconds = 0.0, target_seconds = 0.0, verify_seconds = 0.0;
+  // Scratch reused across steps.
+  rejection_workspace verify_ws;
+  block_workspace block_ws;
+  tree_eval_workspace tree_eval_ws;
+  tree_verify_workspace tree_verify_ws;
+
+  std::size_t generated() const noexcept { return history.size() - prompt_size; }
+
+  /// How many draft positions this step may use: the last token of a step is the target's own,
+  /// and every emitted token must fit in the context (both >= 1 while not done).
+  std::size_t draft_budget() const noexcept {
+    const std::size_t remaining = options.max_new_tokens - generated();
+    const std::size_t room = capacity - history.size();
+    return std::min(remaining - 1, room - 1);
+  }
+
+  /// The tokens the target must score this step: [last, drafts...] or the tree's nodes.
+  std::span<const token_id> score_tokens() const noexcept {
+    return tree_step ? tree.tree.tokens() : std::span<const token_id>(feed);
+  }
+  /// The tree's parents (root: -1) for a tree step, empty for a chain.
+  std::span<const std::int32_t> score_parents() const noexcept {
+    return tree_step ? tree.tree.parents() : std::span<const std::int32_t>();
+  }
+  /// Where the score phase writes its rows: score_tokens().size() x vocab floats.
+  std::span<float> score_logits() noexcept { return logits; }
+
+  /// Marks the run done when a limit is reached (after emitting `t`, if given).
+  void update_done(token_id t = -1) {
+    if (t >= 0 && std::find(options.stop_tokens.begin(), options.stop_tokens.end(), t) !=
+                      options.stop_tokens.end()) {
+      done = true;
+      reason = stop_reason::stop_token;
+    } else if (generated() >= options.max_new_tokens) {
+      done = true;
+      reason = stop_reason::max_new_tokens;
+    } else if (history.size() >= capacity) {
+      done = true;
+      reason = stop_reason::context_full;
+    }
+  }
+
+  /// Counts, at depth d, `offered` candidates judged and (if `kept`) the one of rank `rank`
+  /// accepted, in this generation's statistics and in the re-planning measurements.
+  void count_rank(std::size_t d, std::size_t rank, std::size_t offered, bool kept) {
+    stats.count_judged(d, rank, offered, kept);
+    if (options.replan.every > 0) measured.count_judged(d, rank, offered, kept);
+  }
+};
+
+}  // namespace specdec::detail

@@ -1,0 +1,55 @@
+// specdec/decode/verify_phase.hpp - phase 3 of a step: judge the drafts against the target's rows
+// with the existing verifiers (verify_rejection, which is exact match when greedy; verify_block;
+// verify_tree for trees) and keep the verdict: the accepted drafts and the target's own token.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "specdec/decode/options.hpp"
+#include "specdec/decode/sequence_state.hpp"
+#include "specdec/types.hpp"
+#include "specdec/verify/block.hpp"
+#include "specdec/verify/multi_candidate.hpp"
+#include "specdec/verify/rejection.hpp"
+
+namespace specdec::detail {
+
+/// Fills s.accepted and s.next (and s.path for a tree) from s.logits. Throws what the verifier
+/// throws (std::domain_error for NaN or +inf logits); the caller then abandons the step
+/// (commit_phase.hpp's abandon_step).
+inline void verify_phase(sequence_state& s) {
+  const auto t0 = decode_clock::now();
+  const auto v = static_cast<Eigen::Index>(s.vocab);
+  if (s.tree_step) {
+    const token_tree& tree = s.tree.tree;
+    const bool sampled_q = s.tree.draw != candidate_draw::deterministic;
+    const logits_view rows(s.logits.data(), static_cast<Eigen::Index>(tree.size()), v);
+    const logits_view q(s.tree.q.data(), sampled_q ? s.tree.q.rows() : 0, v);
+    verify_tree(tree, rows, q, s.tree.draw, s.options.sampling, s.gen, s.tree_verify_ws,
+                s.tree_verdict);
+    s.path.assign(1, 0);
+    s.path.insert(s.path.end(), s.tree_verdict.accepted.begin(), s.tree_verdict.accepted.end());
+    s.accepted.clear();
+    for (std::int32_t node : s.tree_verdict.accepted)
+      s.accepted.push_back(tree.token(static_cast<std::size_t>(node)));
+    s.next = s.tree_verdict.next;
+  } else {
+    const std::size_t n = s.positions;
+    const logits_view rows(s.logits.data(), static_cast<Eigen::Index>(n + 1), v);
+    const std::span<const token_id> drafts(s.chain.tokens.data(), n);
+    const logits_view q(s.chain.q.data(),
+                        s.chain.deterministic() ? 0 : static_cast<Eigen::Index>(n), v);
+    // Exact-match verification when greedy (verify_rejection delegates to verify_greedy).
+    const verify_result verdict =
+        s.options.verification == chain_verification::block
+            ? verify_block(rows, drafts, q, s.options.sampling, s.gen, s.block_ws)
+            : verify_rejection(rows, drafts, q, s.options.sampling, s.gen, s.verify_ws);
+    s.accepted.assign(s.chain.tokens.begin(),
+                      s.chain.tokens.begin() + static_cast<std::ptrdiff_t>(verdict.accepted));
+    s.next = verdict.next;
+  }
+  s.verify_seconds = seconds_between(t0, decode_clock::now());
+}
+
+}  // namespace specdec::detail
