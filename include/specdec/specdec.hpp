@@ -6,6 +6,11 @@
 //   -> decoder.hpp (accepted tokens, caches rolled back) -> stats.hpp
 #pragma once
 
+#include "specdec/batch/batch_stats.hpp"
+#include "specdec/batch/k_policy.hpp"
+#include "specdec/batch/sequence_view.hpp"
+#include "specdec/batch_decoder.hpp"
+#include "specdec/concepts/batch_language_model.hpp"
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/concepts/language_model.hpp"
 #include "specdec/concepts/tree_language_model.hpp"

@@ -8,13 +8,15 @@
 // and the largest absolute difference seen. Free of any test framework.
 //
 // The parts: testing/result.hpp (options, results), testing/model_checks.hpp (checks a-e),
-// testing/tree_checks.hpp (checks f1-f3), detail/conformance.hpp (sources, comparison).
+// testing/tree_checks.hpp (checks f1-f3), testing/batch_checks.hpp (checks g1-g5 for a
+// BatchLanguageModel, run_batch_checks), detail/conformance.hpp (sources, comparison).
 #pragma once
 
 #include <utility>
 
 #include "specdec/concepts/tree_language_model.hpp"
 #include "specdec/detail/conformance.hpp"
+#include "specdec/testing/batch_checks.hpp"
 #include "specdec/testing/model_checks.hpp"
 #include "specdec/testing/result.hpp"
 #include "specdec/testing/tree_checks.hpp"

@@ -1,0 +1,332 @@
+// specdec/batch_decoder.hpp - speculative decoding of many sequences with one target call per
+// step (continuous batching): each sequence has its own drafter, options, generator, callback
+// and statistics, and runs the same step pipeline as the single-sequence decoder
+// (decode/pipeline.hpp); only the score phase is shared, as one BatchLanguageModel::score.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "specdec/batch/batch_stats.hpp"
+#include "specdec/batch/k_policy.hpp"
+#include "specdec/batch/sequence_view.hpp"
+#include "specdec/concepts/batch_language_model.hpp"
+#include "specdec/concepts/drafter.hpp"
+#include "specdec/concepts/tree_drafter.hpp"
+#include "specdec/decode/options.hpp"
+#include "specdec/decode/pipeline.hpp"
+#include "specdec/draft/no_drafter.hpp"
+#include "specdec/stats.hpp"
+#include "specdec/types.hpp"
+
+namespace specdec {
+
+/// Options of a batch decoder; checked by its constructor.
+struct batch_options {
+  /// The per-step K policy (off by default: each sequence drafts what its options ask).
+  batch_k_policy k_policy;
+};
+
+/// Where a sequence of a batch decoder stands.
+enum class sequence_status {
+  running,   ///< steps go on
+  finished,  ///< ended normally (result().reason says why)
+  failed,    ///< ended by an error of its own (error() says which); its tokens are kept
+};
+
+/**
+ * Decodes many sequences of one BatchLanguageModel together. add() joins a sequence (creating
+ * it in the model and feeding its prompt), step() advances every running sequence by one
+ * draft -> score -> verify -> commit step with ONE score call for all of them, remove() lets a
+ * sequence leave (releasing it in the model). Sequences join and leave between steps.
+ *
+ * Guarantee: a sequence's tokens are exactly those the single-sequence decoder
+ * (speculative_decoder on sequence_view) produces with the same prompt, options (seed
+ * included) and drafter, provided the model keeps its rows independent of the rest of the batch
+ * (BatchLanguageModel's contract) and the K policy is off (with it on, greedy outputs are still
+ * the same; sampled ones are equally distributed but not the same draws).
+ *
+ * Failures stay with their sequence: a drafter that throws or proposes a token outside the
+ * vocabulary, logits the verifier refuses (NaN, +inf), an entry the model refuses (found by
+ * scoring the entries one by one after a refused call), a callback that throws. That sequence
+ * becomes failed, keeps the tokens it emitted and its context as they were before the failed
+ * step; the others go on in the same step. Holds references to the model and the drafters.
+ * Not thread-safe.
+ */
+template <class Batch, class Draft = no_drafter>
+class batch_decoder {
+  static_assert(detail::check_batch_language_model<Batch>());
+  static_assert(detail::check_drafter<Draft>());
+
+ public:
+  /// Throws std::invalid_argument for a K policy whose cost curve is not positive and finite.
+  explicit batch_decoder(Batch& model, batch_options options = {})
+      : model_(model), options_(std::move(options)) {
+    options_.k_policy.check("batch_options.k_policy");
+  }
+  batch_decoder(const batch_decoder&) = delete;
+  batch_decoder& operator=(const batch_decoder&) = delete;
+  /// Releases the model's sequences of every sequence not yet removed.
+  ~batch_decoder() {
+    for (auto& s : slots_) release_quietly(s->view.id());
+  }
+
+  /**
+   * Joins a sequence: creates it in the model, then validates and feeds `prompt` as
+   * speculative_decoder::start does (one score call of one entry). Returns its id (the model's
+   * sequence_id). Throws std::invalid_argument for a bad prompt or options (naming the field),
+   * a drafter that does not fit the model, or a tree on a model without tree scoring;
+   * std::length_error when the model holds max_sequences() already or max_batch_tokens() has
+   * no room for one more row per step; whatever the model throws. Nothing is added then.
+   */
+  sequence_id add(std::span<const token_id> prompt, const generate_options& options,
+                  Draft& drafter) {
+    if (!options.tree.empty() && !BatchTreeLanguageModel<Batch>)
+      throw std::invalid_argument(
+          "generate_options.tree: the batch model cannot score trees (it does not model "
+          "specdec::BatchTreeLanguageModel)");
+    const std::size_t live = slots_.size(), cap = max_sequences_of(model_);
+    if (live >= cap)
+      throw std::length_error("batch_decoder::add: the model holds at most " +
+                              std::to_string(cap) + " sequences (max_sequences()); " +
+                              std::to_string(live) + " are live, remove one first");
+    if (running_count() + 1 > max_batch_tokens_of(model_))
+      throw std::length_error("batch_decoder::add: max_batch_tokens() = " +
+                              std::to_string(max_batch_tokens_of(model_)) +
+                              " has no room for one more row per step");
+    const sequence_id id = model_.create_sequence();
+    try {
+      auto s = std::make_unique<slot>(model_, id, drafter);
+      detail::check_drafter_for(s->view, drafter);
+      s->pipe.start(prompt, options);
+      s->status = s->pipe.state().done ? sequence_status::finished : sequence_status::running;
+      slots_.push_back(std::move(s));
+    } catch (...) {
+      release_quietly(id);
+      throw;
+    }
+    return id;
+  }
+
+  /**
+   * One step of every running sequence: drafts (at most the K policy's cap), one score call for
+   * all (more only when max_batch_tokens() forces it), verification and commit per sequence,
+   * each sequence's callback called with its tokens. Returns what the step did. A step with no
+   * running sequence does nothing.
+   */
+  const batch_step_result& step() {
+    const auto t0 = detail::decode_clock::now();
+    step_.sequences = step_.emitted = step_.rows = step_.calls = step_.failed = 0;
+    step_.k_cap = choose_k();
+    // Every sequence's rows must fit one call: K + 1 <= max_batch_tokens().
+    step_.k_cap.k = std::min(step_.k_cap.k, max_batch_tokens_of(model_) - 1);
+    active_.clear();
+    for (auto& s : slots_) {
+      if (s->status != sequence_status::running) continue;
+      try {
+        s->pipe.draft(step_.k_cap.k);
+        active_.push_back(s.get());
+      } catch (const std::exception& e) {
+        fail(*s, e.what());
+      }
+    }
+    const auto t1 = detail::decode_clock::now();
+    score_active();
+    const auto t2 = detail::decode_clock::now();
+    const double call_seconds = detail::seconds_between(t1, t2);
+    double verify_seconds = 0.0;
+    for (slot* s : active_) {
+      if (s->status != sequence_status::running) continue;  // refused by the model
+      s->pipe.state().target_seconds = call_seconds;
+      try {
+        const step_result r = s->pipe.finish();
+        step_.emitted += r.tokens.size();
+        if (r.done) s->status = sequence_status::finished;
+      } catch (const std::exception& e) {
+        fail(*s, e.what());
+      }
+      verify_seconds += s->pipe.state().verify_seconds;
+      step_.sequences += 1;
+    }
+    const auto t3 = detail::decode_clock::now();
+    stats_.steps += 1;
+    stats_.sequence_steps += step_.sequences;
+    stats_.target_calls += step_.calls;
+    stats_.rows_scored += step_.rows;
+    stats_.generated_tokens += step_.emitted;
+    stats_.draft_seconds += detail::seconds_between(t0, t1);
+    stats_.target_seconds += call_seconds;
+    stats_.verify_seconds += verify_seconds;
+    stats_.total_seconds += detail::seconds_between(t0, t3);
+    return step_;
+  }
+
+  /// Steps until no sequence runs.
+  void run() {
+    while (running_count() > 0) step();
+  }
+
+  /// Ends sequence `id` (running or not) and releases it in the model. Throws
+  /// std::invalid_argument for an id this decoder does not hold (never added, or removed).
+  void remove(sequence_id id) {
+    const auto it = std::find_if(slots_.begin(), slots_.end(),
+                                 [&](const auto& s) { return s->view.id() == id; });
+    if (it == slots_.end()) throw unknown(id, "remove");
+    slots_.erase(it);
+    model_.release_sequence(id);
+  }
+
+  /// The tokens generated so far (prompt excluded), the statistics and why it ended.
+  generate_result result(sequence_id id) const {
+    const detail::sequence_state& s = find(id, "result").pipe.state();
+    generate_result r;
+    r.tokens.assign(s.history.begin() + static_cast<std::ptrdiff_t>(s.prompt_size),
+                    s.history.end());
+    r.stats = s.stats;
+    r.reason = s.reason;
+    return r;
+  }
+  sequence_status status(sequence_id id) const { return find(id, "status").status; }
+  /// Why a failed sequence failed (empty otherwise).
+  const std::string& error(sequence_id id) const { return find(id, "error").error; }
+  /// Prompt + emitted tokens of sequence `id`.
+  std::span<const token_id> history(sequence_id id) const {
+    return find(id, "history").pipe.state().history;
+  }
+  const decode_stats& stats(sequence_id id) const { return find(id, "stats").pipe.state().stats; }
+  /// The ids this decoder holds, in the order they joined.
+  std::vector<sequence_id> ids() const {
+    std::vector<sequence_id> out;
+    for (const auto& s : slots_) out.push_back(s->view.id());
+    return out;
+  }
+  std::size_t running_count() const noexcept {
+    return static_cast<std::size_t>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) {
+      return s->status == sequence_status::running;
+    }));
+  }
+  /// Counters and time of every step so far.
+  const batch_stats& stats() const noexcept { return stats_; }
+  Batch& model() noexcept { return model_; }
+
+ private:
+  using view_type = sequence_view<Batch>;
+  struct slot {
+    slot(Batch& m, sequence_id id, Draft& d) : view(m, id), pipe(view, d) {}
+    view_type view;
+    detail::sequence_pipeline<view_type, Draft> pipe;
+    sequence_status status = sequence_status::running;
+    std::string error;
+  };
+
+  static std::invalid_argument unknown(sequence_id id, const char* what) {
+    return std::invalid_argument("batch_decoder::" + std::string(what) + ": sequence " +
+                                 std::to_string(id) +
+                                 " is not held by this decoder (never added, or removed)");
+  }
+  const slot& find(sequence_id id, const char* what) const {
+    for (const auto& s : slots_)
+      if (s->view.id() == id) return *s;
+    throw unknown(id, what);
+  }
+  void release_quietly(sequence_id id) noexcept {
+    try {
+      model_.release_sequence(id);
+    } catch (...) {  // a destructor or a failed add must not throw over the original error
+    }
+  }
+  void fail(slot& s, const char* what) {
+    s.status = sequence_status::failed;
+    s.error = what;
+    s.pipe.state().done = true;
+    step_.failed += 1;
+  }
+
+  // The K cap of this step from the policy and the running sequences' pooled acceptance.
+  k_choice choose_k() {
+    const batch_k_policy& policy = options_.k_policy;
+    if (!policy.enabled()) return {};
+    if (policy.probe_every > 0 && stats_.steps % policy.probe_every == policy.probe_every - 1)
+      return {};  // a probe step: measure acceptance at the sequences' own K
+    pooled_ = decode_stats{};
+    std::size_t running = 0;
+    for (const auto& s : slots_) {
+      if (s->status != sequence_status::running) continue;
+      ++running;
+      const decode_stats& st = s->pipe.state().stats;
+      auto& offered = pooled_.offered_at_rank;
+      auto& accepted = pooled_.accepted_at_rank;
+      if (offered.size() < st.offered_at_rank.size()) {
+        offered.resize(st.offered_at_rank.size());
+        accepted.resize(st.offered_at_rank.size());
+      }
+      for (std::size_t d = 0; d < st.offered_at_rank.size(); ++d) {
+        const auto& o = st.offered_at_rank[d];
+        const auto& a = st.accepted_at_rank[d];
+        if (offered[d].size() < o.size()) {
+          offered[d].resize(o.size());
+          accepted[d].resize(o.size());
+        }
+        for (std::size_t r = 0; r < o.size(); ++r) {
+          offered[d][r] += o[r];
+          accepted[d][r] += r < a.size() ? a[r] : 0;
+        }
+      }
+    }
+    return choose_draft_length(policy, running, pooled_);
+  }
+
+  // The score phase of every drafted sequence: one call, or several of at most
+  // max_batch_tokens() rows; a refused call is retried entry by entry so that only the entries
+  // the model refuses fail.
+  void score_active() {
+    const std::size_t limit = max_batch_tokens_of(model_);
+    std::size_t first = 0;
+    while (first < active_.size()) {
+      entries_.clear();
+      std::size_t rows = 0, last = first;
+      for (; last < active_.size(); ++last) {
+        detail::sequence_state& st = active_[last]->pipe.state();
+        const std::size_t n = st.score_tokens().size();
+        if (!entries_.empty() && rows + n > limit) break;
+        entries_.push_back({active_[last]->view.id(), st.score_tokens(), st.score_parents(),
+                            st.score_logits()});
+        rows += n;
+      }
+      try {
+        model_.score(std::span<const batch_entry>(entries_));
+        step_.calls += 1;
+        step_.rows += rows;
+      } catch (const std::exception&) {
+        for (std::size_t i = first; i < last; ++i) {
+          try {
+            model_.score(std::span<const batch_entry>(&entries_[i - first], 1));
+            step_.calls += 1;
+            step_.rows += entries_[i - first].tokens.size();
+          } catch (const std::exception& e) {
+            fail(*active_[i], e.what());
+          }
+        }
+      }
+      first = last;
+    }
+  }
+
+  Batch& model_;
+  batch_options options_;
+  std::vector<std::unique_ptr<slot>> slots_;
+  std::vector<slot*> active_;
+  std::vector<batch_entry> entries_;
+  decode_stats pooled_;
+  batch_step_result step_;
+  batch_stats stats_;
+};
+
+}  // namespace specdec
