@@ -100,6 +100,13 @@ int main(int argc, char** argv) {
       std::string(
           "\x01\x03\x04\x01\x01\x02\x02\x00\x05\x00\x01\x00\x01\x00\x03\x05\x08\x02\x03\x05", 20));
 
+  // The unbounded lookup with a cross-request cache of two documents (mode byte 3).
+  write(dir / "ngram_drafter_fuzz", "unbounded_cache",
+        std::string("\x02\x00\x08\x00\x00\x05\x02\x03\x00\x00\x02\x06\x00\x01\x02\x00\x01\x02"
+                    "\x04\x02\x01\x00\x02\x00\x03\x00\x01\x02\x03\x08"
+                    "\x02\x02\x00\x01\x03\x05\x04\x05\x03",
+                    39));
+
   write(dir / "token_tree_fuzz", "branching",
         std::string("\x01\x03\x01\x02\x01\x03\x04\x05\x06\x07", 10));
   write(dir / "token_tree_fuzz", "candidates",

@@ -4,7 +4,11 @@
 // the drafter is told about), propose, propose_candidates, propose_tree, reset,
 // set_prompt_length and rollbacks (the history cut back; the next call rebuilds the index).
 // The options (n-gram range, K cap, match and search policy, candidate scan) come from the input;
-// tokens from a small alphabet so that n-grams repeat.
+// tokens from a small alphabet so that n-grams repeat. Half the inputs run the unbounded lookup
+// (max_ngram = 0) with any of the three match rules and an adaptive_factor, and half of those
+// with a cross-request cache (ngram_cache, 4096-byte bound) filled with documents from the input
+// first: documents beyond the bound must be refused, the oldest evicted, and the drafts must
+// equal the rescan over the documents the snapshot kept.
 // Properties checked after every operation:
 //   1. propose(history, k) equals the rescan's proposal;
 //   2. propose_candidates(history, k, n) equals the rescan's candidates, in order;
@@ -13,8 +17,10 @@
 //      options throw std::invalid_argument at construction.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <specdec/draft/ngram_cache.hpp>
 #include <specdec/draft/ngram_drafter.hpp>
 #include <specdec/math/rng.hpp>
 #include <specdec/tree/token_tree.hpp>
@@ -40,7 +46,9 @@ std::string describe(const specdec::ngram_options& o, const std::vector<token_id
          " max_draft " + std::to_string(o.max_draft) + " match " +
          std::to_string(static_cast<int>(o.match)) + " search " +
          std::to_string(static_cast<int>(o.search)) + " prompt " + std::to_string(prompt) +
-         " k " + std::to_string(k) + " history " + show(history);
+         " adaptive " + std::to_string(o.adaptive_factor) + " cache " +
+         std::to_string(o.cache ? o.cache->document_count() : 0) + " k " + std::to_string(k) +
+         " history " + show(history);
 }
 }  // namespace
 
@@ -56,6 +64,33 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                            : specdec::ngram_search_policy::prompt_and_generated;
   o.max_candidate_scan = in.below(6);
   const std::size_t alphabet = 1 + in.below(5);
+  const std::size_t mode = in.below(4);  // 0, 1: bounded; 2: unbounded; 3: unbounded + cache
+  std::vector<std::vector<token_id>> inserted;
+  if (mode >= 2) {
+    o.max_ngram = 0;
+    o.match = static_cast<specdec::ngram_match_policy>(in.below(3));
+    o.adaptive_factor = 0.75 * static_cast<double>(in.below(4));
+  }
+  if (mode == 3) {
+    auto cache = std::make_shared<specdec::ngram_cache>(
+        specdec::ngram_cache_options{.max_bytes = 4096});
+    for (std::size_t i = in.below(5); i > 0; --i) {
+      std::vector<token_id> doc(in.below(90));
+      for (auto& x : doc) x = static_cast<token_id>(in.below(alphabet));
+      const bool fits = specdec::ngram_cache::snapshot::bytes_bound(doc.size(), 1) <= 4096;
+      const std::size_t before = cache->document_count();
+      try {
+        cache->insert(doc);
+        SPECDEC_FUZZ_CHECK(fits, "a document beyond the bound was accepted");
+        if (!doc.empty()) inserted.push_back(doc);
+      } catch (const std::invalid_argument&) {
+        SPECDEC_FUZZ_CHECK(!fits, "a document within the bound was refused");
+        SPECDEC_FUZZ_CHECK(cache->document_count() == before, "a refused insert changed the cache");
+      }
+      SPECDEC_FUZZ_CHECK(cache->memory_bytes() <= 4096, "the cache exceeds its bound");
+    }
+    o.cache = cache;
+  }
   const bool options_valid = o.min_ngram >= 1 && o.max_draft >= 1 && o.max_candidate_scan >= 1;
   std::optional<specdec::ngram_drafter> d;
   try {
@@ -67,6 +102,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   SPECDEC_FUZZ_CHECK(options_valid, "invalid options accepted");
 
   specdec::test::naive_prompt_lookup ref{o, 0};
+  if (o.cache) {  // the newest documents, oldest first, none skipped
+    const auto snapshot = o.cache->current();
+    for (std::size_t i = 0; i < snapshot->document_count(); ++i)
+      ref.documents.emplace_back(snapshot->document(i).begin(), snapshot->document(i).end());
+    SPECDEC_FUZZ_CHECK(ref.documents.size() <= inserted.size() &&
+                           std::equal(ref.documents.begin(), ref.documents.end(),
+                                      inserted.end() - static_cast<std::ptrdiff_t>(
+                                                           ref.documents.size())),
+                       "the cache kept other than the newest documents");
+  }
   // The drafter's documented bookkeeping, restated: the prompt is the first history it sees
   // after construction or reset (or a rebuild after a rollback), unless set_prompt_length said.
   bool synced = false, prompt_explicit = false;

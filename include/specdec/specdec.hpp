@@ -18,6 +18,7 @@
 #include "specdec/decoder.hpp"
 #include "specdec/draft/composed_drafter.hpp"
 #include "specdec/draft/model_drafter.hpp"
+#include "specdec/draft/ngram_cache.hpp"
 #include "specdec/draft/ngram_drafter.hpp"
 #include "specdec/draft/no_drafter.hpp"
 #include "specdec/math/rng.hpp"

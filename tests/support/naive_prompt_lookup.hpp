@@ -20,6 +20,39 @@ struct naive_prompt_lookup {
 
   ngram_options o;
   std::size_t prompt_length = 0;  ///< used under ngram_search_policy::prompt_only
+  std::vector<tokens> documents{};  ///< the cross-request cache's documents, oldest first
+
+  // The cache: the longest suffix of h with an occurrence in a document followed by a token of
+  // that document; its latest occurrence (newest document, then largest end). (0, {}) if none.
+  std::pair<std::size_t, tokens> cache_match(const tokens& h, std::size_t k) const {
+    for (std::size_t m = h.size(); m > 0; --m)
+      for (std::size_t d = documents.size(); d-- > 0;) {
+        const tokens& doc = documents[d];
+        for (std::size_t e = doc.size() >= 2 ? doc.size() - 1 : 0; e-- > 0;) {
+          if (e + 1 < m) break;
+          if (std::equal(doc.begin() + static_cast<std::ptrdiff_t>(e + 1 - m),
+                         doc.begin() + static_cast<std::ptrdiff_t>(e + 1),
+                         h.end() - static_cast<std::ptrdiff_t>(m)))
+            return {m, tokens(doc.begin() + static_cast<std::ptrdiff_t>(e + 1),
+                              doc.begin() + static_cast<std::ptrdiff_t>(
+                                                std::min(doc.size(), e + 1 + k)))};
+        }
+      }
+    return {0, {}};
+  }
+  // The cache's draft (adaptive cap applied) when its match is >= min_ngram; `wins` when that
+  // match is longer than the longest earlier match in h.
+  tokens cache_draft(const tokens& h, std::size_t k, bool& wins) const {
+    wins = false;
+    if (documents.empty()) return {};
+    auto [m, draft] = cache_match(h, k);
+    if (m < o.min_ngram || m == 0) return {};
+    if (o.adaptive_factor > 0)
+      draft.resize(std::min(
+          draft.size(), static_cast<std::size_t>(std::ceil(o.adaptive_factor * double(m)))));
+    wins = m > longest(h);
+    return draft;
+  }
 
   std::size_t limit(const tokens& h) const {
     return o.search == ngram_search_policy::prompt_only ? std::min(prompt_length, h.size())
@@ -87,6 +120,14 @@ struct naive_prompt_lookup {
   tokens propose(const tokens& h, std::size_t k) const {
     k = std::min(k, o.max_draft);
     if (k == 0) return {};
+    if (!documents.empty()) {
+      bool wins = false;
+      tokens c = cache_draft(h, k, wins);
+      if (wins) return c;
+      auto own = *this;
+      own.documents.clear();
+      return own.propose(h, k);
+    }
     if (o.max_ngram == 0 &&
         (o.adaptive_factor > 0 || o.match == ngram_match_policy::most_frequent)) {
       const std::size_t m = longest(h);
@@ -129,6 +170,19 @@ struct naive_prompt_lookup {
     std::vector<tokens> out;
     k = std::min(k, o.max_draft);
     if (k == 0 || n == 0) return out;
+    if (o.max_ngram == 0 && !documents.empty()) {
+      // Own candidates, then the cache's draft first when it wins, else second.
+      auto own = *this;
+      own.documents.clear();
+      out = own.candidates_unbounded(h, k, n);
+      bool wins = false;
+      tokens c = cache_draft(h, k, wins);
+      if (c.empty()) return out;
+      std::erase(out, c);
+      out.insert(out.begin() + (wins || out.empty() ? 0 : 1), c);
+      if (out.size() > n) out.resize(n);
+      return out;
+    }
     if (o.max_ngram == 0) return candidates_unbounded(h, k, n);
     for (std::size_t m = o.max_ngram; m >= o.min_ngram; --m) {
       const auto ends = occurrences(h, m);

@@ -187,17 +187,19 @@ class suffix_lookup {
     out.insert(out.end(), tokens.begin(), tokens.end());
   }
 
- private:
-  static bool ranks_before(const child_info& a, const child_info& b) noexcept {
-    return a.count != b.count ? a.count > b.count : a.last > b.last;
-  }
-
+  /// The draft length for a match of `match_length` tokens: k, or less under adaptive_factor.
   static std::size_t draft_length(const lookup_rule& rule, std::size_t match_length,
                                   std::size_t k) noexcept {
     if (rule.adaptive_factor <= 0) return k;
     const double cap = rule.adaptive_factor * static_cast<double>(match_length);
     return cap >= static_cast<double>(k) ? k : static_cast<std::size_t>(std::ceil(cap));
   }
+
+ private:
+  static bool ranks_before(const child_info& a, const child_info& b) noexcept {
+    return a.count != b.count ? a.count > b.count : a.last > b.last;
+  }
+
 
   std::uint32_t chosen_end(const lookup_rule& rule, std::uint32_t s, std::size_t k) {
     const std::uint32_t latest = latest_end(s);

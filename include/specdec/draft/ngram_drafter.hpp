@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -11,7 +12,9 @@
 
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/detail/ngram_index.hpp"
+#include "specdec/detail/document_automaton.hpp"
 #include "specdec/detail/suffix_lookup.hpp"
+#include "specdec/draft/ngram_options.hpp"
 #include "specdec/math/rng.hpp"
 #include "specdec/math/sampling_params.hpp"
 #include "specdec/tree/token_tree.hpp"
@@ -20,86 +23,6 @@
 
 namespace specdec {
 
-/// Which earlier occurrence of the matched n-gram supplies the draft.
-enum class ngram_match_policy {
-  /// The latest occurrence (largest end position).
-  most_recent,
-  /// The occurrence with the most continuation tokens available, counted up to K; among several
-  /// that offer all K, the latest. Differs from most_recent only when the latest occurrence ends
-  /// within K tokens of the search end (typically inside a run such as "aaaa" or "abab").
-  longest_continuation,
-  /// Token by token, the token that most often followed the matched context (ties: the latest
-  /// occurrence), then the same from the extended context (the rule of SuffixDecoding's
-  /// frequency-ranked suffix tree). Needs max_ngram = 0.
-  most_frequent,
-};
-
-/// Which part of the history is searched for earlier occurrences.
-enum class ngram_search_policy {
-  /// Prompt and generated tokens: every position before the current suffix.
-  prompt_and_generated,
-  /// The prompt alone, as if it were a separate document: the n-gram and its continuation must
-  /// both lie inside the prompt. The prompt is the first history seen after construction or
-  /// reset(), unless set_prompt_length() says otherwise.
-  prompt_only,
-};
-
-/**
- * Settings of ngram_drafter; validate() throws std::invalid_argument naming the field and bound.
- *
- * Defaults: the longest earlier match of any length (max_ngram = 0, a suffix automaton), down to
- * one token, copied from its latest occurrence, at most 8 tokens. Measured on input-grounded
- * edits (docs/ngram.md, bench/ngram_rules_bench.cpp): on Llama 2 subword tokens 8.10 tokens per
- * step at K = 8 and 33.0 at K = 64, against 6.57 and 25.8 for the former defaults (2..4), and
- * better on every task; on byte tokens 8.48 and 40.1 against 5.69 and 22.0. A fixed max_ngram
- * caps the match where edits copy long spans; one-token matches add 1-5% on subword tokens
- * (a subword is already a word piece) at the price of drafting on almost every step, which a
- * caller with costly verification can trade back with min_ngram = 2 or adaptive_factor.
- */
-struct ngram_options {
-  std::size_t min_ngram = 1;  ///< shortest suffix that may match, >= 1.
-  std::size_t max_ngram = 0;  ///< longest suffix tried first, in [min_ngram, 64]; 0 = unbounded
-                              ///< (a suffix automaton: the longest earlier match of any length).
-  std::size_t max_draft = 8;  ///< cap on the draft length K, >= 1; propose(k) uses min(k, cap).
-  ngram_match_policy match = ngram_match_policy::most_recent;
-  ngram_search_policy search = ngram_search_policy::prompt_and_generated;
-  std::size_t max_candidate_scan = 64;  ///< occurrences examined per n-gram length by
-                                        ///< propose_candidates, >= 1.
-  /// Adaptive draft length: > 0 drafts at most ceil(adaptive_factor * match length) tokens (and
-  /// never more than min(k, max_draft)), so a short, doubtful match costs few verified tokens;
-  /// 0 = off. Needs max_ngram = 0.
-  double adaptive_factor = 0;
-
-  void validate() const {
-    if (min_ngram < 1)
-      throw std::invalid_argument("ngram_options.min_ngram: must be >= 1, got " +
-                                  std::to_string(min_ngram));
-    if (max_ngram != 0 && min_ngram > max_ngram)
-      throw std::invalid_argument("ngram_options.min_ngram: must be <= max_ngram (" +
-                                  std::to_string(max_ngram) + "), got " +
-                                  std::to_string(min_ngram));
-    if (max_ngram > detail::ngram_index::max_levels)
-      throw std::invalid_argument(
-          "ngram_options.max_ngram: must be <= " + std::to_string(detail::ngram_index::max_levels) +
-          ", got " + std::to_string(max_ngram));
-    if (max_draft < 1)
-      throw std::invalid_argument("ngram_options.max_draft: must be >= 1, got " +
-                                  std::to_string(max_draft));
-    if (max_candidate_scan < 1)
-      throw std::invalid_argument("ngram_options.max_candidate_scan: must be >= 1, got " +
-                                  std::to_string(max_candidate_scan));
-    if (!(adaptive_factor >= 0 && adaptive_factor <= 1e6))
-      throw std::invalid_argument("ngram_options.adaptive_factor: must be in [0, 1e6], got " +
-                                  std::to_string(adaptive_factor));
-    if (max_ngram != 0 && match == ngram_match_policy::most_frequent)
-      throw std::invalid_argument("ngram_options.match: most_frequent needs max_ngram = 0, got " +
-                                  std::to_string(max_ngram));
-    if (max_ngram != 0 && adaptive_factor != 0)
-      throw std::invalid_argument("ngram_options.adaptive_factor: needs max_ngram = 0, got " +
-                                  std::to_string(max_ngram));
-  }
-};
-
 /**
  * Prompt lookup ("n-gram") drafter: finds the longest suffix of the history, max_ngram tokens down
  * to min_ngram, that occurred earlier, and proposes the up to K tokens that followed that earlier
@@ -107,26 +30,27 @@ struct ngram_options {
  * occurrence ends near the end of the searched text; no match gives an empty draft. Drafts are
  * deterministic: `draft::q` is left with no rows. Models specdec::Drafter.
  *
- * Index: a suffix trie over the reversed stream, bounded at depth max_ngram and stored as exact
- * hash tables keyed by (class of the (m-1)-token suffix, next token) - see detail/ngram_index.hpp.
- * Chosen over a rolling hash of whole n-grams because keys compare exactly in O(1) (no token
- * re-verification, so an update is O(max_ngram) rather than O(max_ngram^2), and collisions can
- * never match), and over a suffix automaton because the drafter needs the most recent occurrence
- * and a walk over older ones: the trie keeps a per-position "previous occurrence" link for that in
- * O(1), whereas an automaton's end positions must be propagated along suffix links (unbounded
- * work per token) and its matches are unbounded in length, which the n-gram range caps anyway.
+ * Indexes: max_ngram = 0 (the default) keeps a suffix automaton with occurrence statistics in a
+ * link-cut tree (detail/suffix_lookup.hpp: matches of any length, amortised O(log n) per token);
+ * max_ngram in 1..64 a suffix trie over the reversed stream bounded at that depth, stored as
+ * exact hash tables (detail/ngram_index.hpp). docs/ngram.md says why and what each costs.
+ * With ngram_options::cache set, earlier generations (an ngram_cache snapshot taken when the
+ * sequence starts) are searched after the own context: a matcher over the snapshot advances
+ * with every appended token (amortised O(log out-degree)), and the cache's draft is used when
+ * its match is longer than the own context's.
  *
  * Incremental: history only grows between resets. Each call indexes only the tokens appended since
  * the last call (accept() indexes its tokens at once). A history shorter than the indexed one, or
  * one whose first or last indexed token differs (an O(1) spot check), is treated as a new
  * sequence and the index is rebuilt; a caller that rewrites tokens in the middle must call reset().
  *
- * Cost: index update O(max_ngram) expected, amortised, per appended token; propose
+ * Cost of the bounded index: update O(max_ngram) expected, amortised, per appended token; propose
  * O(max_ngram + K); memory O(context * max_ngram): about 4 * (max_ngram - min_ngram + 2) bytes
  * per token, plus one 16-byte table slot per distinct m-gram for every m in 1..max_ngram (about
  * twice that at load <= 1/2), plus 4 * (max_ngram - min_ngram + 1) bytes per prompt token under
  * prompt_only.
- * Not thread-safe: one drafter per sequence; distinct drafters are independent. Contexts are
+ * Not thread-safe: one drafter per sequence; distinct drafters are independent (they may share one
+ * ngram_cache, which is thread-safe). Contexts are
  * limited to 2^32 - 2 tokens (std::length_error beyond).
  */
 class ngram_drafter {
@@ -159,8 +83,11 @@ class ngram_drafter {
     out.clear();
     sync(history);
     k = std::min(k, options_.max_draft);
+    if (k == 0) return;
+    if (unbounded() && cache_draft(k, out)) return;
+    out.clear();
     const std::size_t limit = search_limit();
-    if (k == 0 || limit < 2) return;
+    if (limit < 2) return;
     if (unbounded()) return lookup_.propose(rule(), k, out);
     for (std::size_t m = std::min(options_.max_ngram, index_.size()); m >= options_.min_ngram;
          --m) {
@@ -185,11 +112,13 @@ class ngram_drafter {
     std::vector<std::vector<token_id>> result;
     k = std::min(k, options_.max_draft);
     const std::size_t limit = search_limit();
-    if (k == 0 || n == 0 || limit < 2) return result;
+    if (k == 0 || n == 0) return result;
     if (unbounded()) {
-      lookup_.candidates(rule(), k, n, result);
+      if (limit >= 2) lookup_.candidates(rule(), k, n, result);
+      merge_cache_candidate(k, n, result);
       return result;
     }
+    if (limit < 2) return result;
     std::vector<token_id> candidate;
     for (std::size_t m = std::min(options_.max_ngram, index_.size()); m >= options_.min_ngram;
          --m) {
@@ -230,17 +159,20 @@ class ngram_drafter {
   void accept(std::span<const token_id> committed) {
     if (!synced_) return;
     check_length(size() + committed.size());
-    if (unbounded())
+    if (unbounded()) {
       lookup_.push(committed);
-    else
+      feed_cache(committed);
+    } else
       index_.push(committed);
   }
 
   /// specdec::Drafter: forgets the sequence and any set_prompt_length. Keeps allocated capacity.
   void reset() {
-    if (unbounded())
+    if (unbounded()) {
       lookup_.clear(false, 0);
-    else
+      snapshot_.reset();
+      cache_match_ = {};
+    } else
       index_.clear();
     synced_ = false;
     prompt_explicit_ = false;
@@ -298,9 +230,10 @@ class ngram_drafter {
       return;
     }
     check_length(history.size());
-    if (unbounded())
+    if (unbounded()) {
       lookup_.push(history.subspan(n));
-    else
+      feed_cache(history.subspan(n));
+    } else
       index_.push(history.subspan(n));
   }
 
@@ -317,6 +250,7 @@ class ngram_drafter {
       const bool prompt_only = options_.search == ngram_search_policy::prompt_only;
       lookup_.clear(prompt_only, prompt_only ? prompt_length_ : 0);
       lookup_.push(history);
+      start_cache(history);
       synced_ = true;
       return;
     }
@@ -367,6 +301,42 @@ class ngram_drafter {
     out.insert(out.end(), tokens.begin(), tokens.end());
   }
 
+  // The cross-request cache: the snapshot this sequence reads (taken when it starts) and the
+  // longest suffix of the history found in it.
+  void start_cache(std::span<const token_id> history) {
+    snapshot_ = options_.cache ? options_.cache->current() : nullptr;
+    cache_match_ = {};
+    feed_cache(history);
+  }
+  void feed_cache(std::span<const token_id> ts) noexcept {
+    if (!snapshot_) return;
+    for (const token_id t : ts) cache_match_.feed(*snapshot_, t);
+  }
+
+  // out <- the cache's draft when it has a match >= min_ngram (else empty). Returns whether that
+  // match is longer than the own context's longest earlier match (the cache's draft wins).
+  bool cache_draft(std::size_t k, std::vector<token_id>& out) {
+    out.clear();
+    if (!snapshot_) return false;
+    const auto m = cache_match_.with_continuation(*snapshot_);
+    if (m.state == detail::document_automaton::root || m.length < options_.min_ngram)
+      return false;
+    k = detail::suffix_lookup::draft_length(rule(), m.length, k);
+    const auto tokens = snapshot_->continuation(snapshot_->latest_end(m.state), k);
+    out.assign(tokens.begin(), tokens.end());
+    return m.length > lookup_.match().length;
+  }
+
+  // Candidates: the cache's draft first when it wins (as propose), else second.
+  void merge_cache_candidate(std::size_t k, std::size_t n, std::vector<std::vector<token_id>>& r) {
+    std::vector<token_id> c;
+    const bool wins = cache_draft(k, c);
+    if (c.empty()) return;
+    std::erase(r, c);
+    r.insert(r.begin() + (wins || r.empty() ? 0 : 1), std::move(c));
+    if (r.size() > n) r.resize(n);
+  }
+
   detail::lookup_rule rule() const noexcept {
     using r = detail::lookup_rule;
     r::kind kind = r::kind::latest;
@@ -379,6 +349,8 @@ class ngram_drafter {
   ngram_options options_;
   detail::ngram_index index_;
   detail::suffix_lookup lookup_;
+  std::shared_ptr<const detail::document_automaton> snapshot_;  // options_.cache's, per sequence
+  detail::document_matcher cache_match_;
   std::size_t prompt_length_ = 0;
   bool prompt_explicit_ = false;
   bool synced_ = false;
