@@ -69,6 +69,8 @@ struct cli_options {
   std::string draft_text = "layers:3";  ///< as given (none | ngram | layers:L | model:PATH)
   std::size_t draft_layers = 3;         ///< L of layers:L
   std::string draft_model;              ///< PATH of model:PATH or -md
+  bool ngram_first = false;  ///< ngram+layers:L | ngram+model:PATH: prompt lookup first, the
+                             ///< model only when it has nothing (specdec::composed_drafter)
   std::size_t k = 4;                    ///< draft tokens per target call (--draft-max)
   std::size_t draft_min = 0;            ///< chains shorter than this are not verified (0 = off)
   specdec::ngram_options ngram{.min_ngram = 2, .max_ngram = 4, .max_draft = 4};
@@ -167,8 +169,9 @@ class cli_parser {
 
     const char* d = "Drafting";
     draft_ = text("--draft", draft_text_,
-                  "none | layers:L (the model's first L layers) | model:PATH | ngram (default "
-                  "layers:3)",
+                  "none | layers:L (the model's first L layers) | model:PATH | ngram | "
+                  "ngram+layers:L or ngram+model:PATH (prompt lookup first, the model when it "
+                  "has nothing) (default layers:3)",
                   d, "D");
     model_draft_ =
         text("--model-draft", model_draft_text_,
@@ -406,8 +409,11 @@ class cli_parser {
     } else if (given(draft_)) {
       c.draft_text = draft_text_;
     }
-    const std::string& d = c.draft_text;
+    c.ngram_first = c.draft_text.starts_with("ngram+");
+    const std::string d = c.draft_text.substr(c.ngram_first ? 6 : 0);
     const CLI::Option* draft_flag = given(model_draft_) ? model_draft_ : draft_;
+    if (c.ngram_first && !d.starts_with("layers:") && !d.starts_with("model:"))
+      bad(draft_, c.draft_text, "ngram+ takes layers:L or model:PATH after it");
     if (d == "none") {
       c.draft = draft_kind::none;
     } else if (d == "ngram") {
@@ -418,15 +424,15 @@ class cli_parser {
       std::uint64_t v = 0;
       const auto [ptr, ec] = std::from_chars(l.data(), l.data() + l.size(), v);
       if (ec != std::errc() || ptr != l.data() + l.size() || l.empty())
-        bad(draft_, d, "L in layers:L is not a whole number");
-      if (v == 0) bad(draft_, d, "L in layers:L must be >= 1");
+        bad(draft_, c.draft_text, "L in layers:L is not a whole number");
+      if (v == 0) bad(draft_, c.draft_text, "L in layers:L must be >= 1");
       c.draft_layers = static_cast<std::size_t>(v);  // above the layer count: refused on loading
     } else if (d.starts_with("model:")) {
       c.draft = draft_kind::model;
       c.draft_model = d.substr(6);
-      if (c.draft_model.empty()) bad(draft_flag, d, "the path in model:PATH is empty");
+      if (c.draft_model.empty()) bad(draft_flag, c.draft_text, "the path in model:PATH is empty");
     } else {
-      bad(draft_, d, "is not none, layers:L, model:PATH or ngram");
+      bad(draft_, c.draft_text, "is not none, layers:L, model:PATH or ngram");
     }
     if (c.draft != draft_kind::layers) c.draft_layers = 0;
 
@@ -440,7 +446,7 @@ class cli_parser {
     }
 
     const bool ngram_flags = given(ngram_min_) || given(ngram_max_) || given(candidates_);
-    if (ngram_flags && c.draft != draft_kind::ngram) {
+    if (ngram_flags && c.draft != draft_kind::ngram && !c.ngram_first) {
       const CLI::Option* o = given(ngram_min_)   ? ngram_min_
                              : given(ngram_max_) ? ngram_max_
                                                  : candidates_;
@@ -504,6 +510,9 @@ class cli_parser {
     if (c.verification == specdec::chain_verification::block && !c.tree.empty())
       throw usage_error(typed(verification_) +
                         " block: applies to chains of drafts, not to --tree or --ngram-candidates");
+    if (c.ngram_first && !c.tree.empty())
+      throw usage_error(typed(draft_) + " " + c.draft_text +
+                        ": drafts chains, not --tree or --ngram-candidates");
     if (c.draft_min > 0 && !c.tree.empty())
       throw usage_error(typed(draft_min_) +
                         ": applies to chains of drafts, not to --tree or --ngram-candidates");

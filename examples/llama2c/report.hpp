@@ -65,7 +65,7 @@ inline nlohmann::ordered_json options_json(const cli_options& c) {
   if (c.draft == draft_kind::model) d["model"] = c.draft_model;
   d["draft_max"] = c.k;
   d["draft_min"] = c.draft_min;
-  if (c.draft == draft_kind::ngram)
+  if (c.draft == draft_kind::ngram || c.ngram_first)
     d["ngram"] = {
         {"min", c.ngram.min_ngram}, {"max", c.ngram.max_ngram}, {"candidates", c.ngram_candidates}};
   d["tree"] = c.tree;  // [] for chains

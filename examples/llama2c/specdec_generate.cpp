@@ -24,6 +24,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "llama2c/cli.hpp"
@@ -206,6 +207,16 @@ int run(const l2::cli_options& c, const loaded& info, l2::model& target, Drafter
 template <class Inner>
 int run_wrapped(const l2::cli_options& c, const loaded& info, l2::model& target, Inner& inner,
                 const l2::tokenizer& tok) {
+  if constexpr (!std::is_same_v<Inner, specdec::ngram_drafter>) {
+    if (c.ngram_first) {  // --draft ngram+...: prompt lookup first, `inner` when it has nothing
+      specdec::ngram_drafter lookup(c.ngram);
+      specdec::composed_drafter composed(lookup, inner);
+      l2::min_length_drafter<decltype(composed)> drafter(composed, c.draft_min);
+      return run(
+          c, info, target, drafter, tok,
+          +[](const l2::min_length_drafter<decltype(composed)>& d) { return d.dropped(); });
+    }
+  }
   l2::min_length_drafter<Inner> drafter(inner, c.draft_min);
   return run(
       c, info, target, drafter, tok,

@@ -121,6 +121,20 @@ TEST_CASE("cli: every flag in every spelling") {
     const auto cand = parse({"--draft", "ngram", "--ngram-candidates", "3", "-k", "4"});
     CHECK(cand.ngram_candidates == 3);
     CHECK(cand.tree == std::vector<std::size_t>{3, 1, 1, 1});
+    // Composed: prompt lookup first, the draft model when it has nothing.
+    const auto nl = parse({"--draft", "ngram+layers:2", "--ngram-min", "1", "-k", "6"});
+    CHECK(nl.ngram_first);
+    CHECK(nl.draft == l2::draft_kind::layers);
+    CHECK(nl.draft_layers == 2);
+    CHECK(nl.ngram.min_ngram == 1);
+    CHECK(nl.ngram.max_draft == 6);
+    const auto nm = parse({"--draft", "ngram+model:d.bin", "--ngram-max", "0"});
+    CHECK(nm.ngram_first);
+    CHECK(nm.draft == l2::draft_kind::model);
+    CHECK(nm.draft_model == "d.bin");
+    CHECK(nm.ngram.max_ngram == 0);
+    CHECK(!parse({"--draft", "layers:2"}).ngram_first);
+    CHECK(!parse({"--draft", "ngram"}).ngram_first);
     CHECK(parse({"--tree", "4x2x2"}).tree == std::vector<std::size_t>{4, 2, 2});
     CHECK(parse({"--replacement", "without"}).draw == specdec::candidate_draw::without_replacement);
     CHECK(parse({"--replacement", "with"}).draw == specdec::candidate_draw::iid);
@@ -246,6 +260,16 @@ TEST_CASE("cli: bad values name the flag and the value") {
     bad({"--draft", "layers:0"}, "--draft 'layers:0': L in layers:L must be >= 1");
     bad({"--draft", "model:"}, "--draft 'model:': the path in model:PATH is empty");
     bad({"-md", ""}, "-md '': the path is empty");
+    bad({"--draft", "ngram+ngram"},
+        "--draft 'ngram+ngram': ngram+ takes layers:L or model:PATH after it");
+    bad({"--draft", "ngram+none"},
+        "--draft 'ngram+none': ngram+ takes layers:L or model:PATH after it");
+    bad({"--draft", "ngram+layers:0"}, "--draft 'ngram+layers:0': L in layers:L must be >= 1");
+    bad({"--draft", "ngram+model:"}, "--draft 'ngram+model:': the path in model:PATH is empty");
+    bad({"--draft", "ngram+layers:2", "--tree", "2x2"},
+        "--draft ngram+layers:2: drafts chains, not --tree or --ngram-candidates");
+    bad({"--draft", "ngram+layers:2", "--ngram-candidates", "2"},
+        "--draft ngram+layers:2: drafts chains, not --tree or --ngram-candidates");
     bad({"-md", "d.bin", "--draft", "none"}, "--draft and -md: give one of them");
     bad({"--tree", "4y2"},
         "--tree '4y2': parse_branching: \"4y2\": 'y' at position 1 is not a digit or 'x'");
