@@ -28,12 +28,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <span>
 #include <specdec/draft/ngram_drafter.hpp>
 #include <utility>
 #include <vector>
 
+#include "bench/support/ngram_stream.hpp"
 #include "bench/support/timing.hpp"
 
 namespace {
@@ -42,37 +42,7 @@ using specdec::token_id;
 using thread_cpu = specdec::bench::thread_cpu_clock;  // the machine is shared: wall time is noisy
 constexpr std::size_t k_draft = 8;
 
-struct splitmix {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
-};
-
-const std::vector<token_id>& stream(std::size_t n) {
-  static std::map<std::size_t, std::vector<token_id>> cache;
-  auto& s = cache[n];
-  if (!s.empty()) return s;
-  splitmix g{n};
-  s.reserve(n);
-  while (s.size() < n) {
-    if (s.size() > 64 && g.uniform() < 0.04) {
-      const std::size_t len = 8 + g.below(57);
-      const std::size_t window = std::min<std::size_t>(s.size(), g.below(2) ? 4096 : s.size());
-      std::size_t from = s.size() - 1 - g.below(window);
-      for (std::size_t i = 0; i < len && s.size() < n; ++i) s.push_back(s[from++]);
-    } else {
-      const double u = g.uniform();
-      s.push_back(static_cast<token_id>(32000.0 * u * u * u));  // skewed towards small ids
-    }
-  }
-  return s;
-}
+using specdec::bench::stream;
 
 // The naive most-recent rule: for m = 4..2, scan back from the end for the latest earlier match.
 void naive_propose(std::span<const token_id> h, std::size_t k, std::vector<token_id>& out) {

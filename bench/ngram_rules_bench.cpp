@@ -20,16 +20,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <specdec/draft/ngram_drafter.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/support/edit_tasks.hpp"
 #include "bench/support/models.hpp"
 #include "llama2c/tokenizer.hpp"
 
@@ -39,36 +38,7 @@ using specdec::token_id;
 using tokens = std::vector<token_id>;
 namespace fs = std::filesystem;
 
-struct task {
-  std::string name;
-  tokens prompt, output;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + p.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::vector<task> load(const std::vector<fs::path>& dirs,
-                       const std::function<tokens(const std::string&)>& encode) {
-  std::vector<task> tasks;
-  const std::string suffix = ".original.txt";
-  for (const auto& dir : dirs)
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      const std::string file = entry.path().filename().string();
-      if (!file.ends_with(suffix)) continue;
-      const std::string name = file.substr(0, file.size() - suffix.size());
-      tasks.push_back(
-          {name, encode(slurp(dir / file) + "\n\n" + slurp(dir / (name + ".instruction.txt"))),
-           encode(slurp(dir / (name + ".edited.txt")))});
-    }
-  std::sort(tasks.begin(), tasks.end(),
-            [](const task& a, const task& b) { return a.name < b.name; });
-  return tasks;
-}
+using task = specdec::bench::edit_task;
 
 // A drafting rule under replay: candidates for the history (one chain, or several for a trie).
 struct rule {
@@ -282,16 +252,12 @@ score run(const std::vector<task>& tasks, const row& r, std::size_t k) {
 int main() {
   namespace sb = specdec::bench;
   const fs::path data = fs::path(__FILE__).parent_path() / "data";
-  const auto bytes = load({data / "ngram"}, [](const std::string& s) {
-    tokens t;
-    for (const unsigned char c : s) t.push_back(static_cast<token_id>(c));
-    return t;
-  });
+  const auto bytes = sb::load_edit_tasks({data / "ngram"}, sb::byte_tokens);
   const fs::path vocab = sb::models_dir / "llama2.tokenizer.bin";
   std::vector<task> subword;
   if (fs::exists(vocab)) {
     const specdec::llama2c::tokenizer tok(vocab);
-    subword = load({data / "ngram", data / "ngram_prose"},
+    subword = sb::load_edit_tasks({data / "ngram", data / "ngram_prose"},
                    [&](const std::string& s) { return tok.encode(s, {.bos = false}); });
   } else {
     std::printf("subword set skipped: %s not found (set SPECDEC_MODELS_DIR)\n", vocab.c_str());
