@@ -8,6 +8,8 @@
 //     --keep-layers L), chains of K = 2..8, and token trees drafted by the 3-layer draft;
 //   - layer-skip of the reshaped target itself (its first 3 or 6 of 12 layers), K = 4;
 //   - n-gram prompt lookup (K = 4, 8) on the prompts that quote text the model continues;
+//   - composed drafting ("cmp" rows): prompt lookup first, the 3-layer draft model when the
+//     lookup proposes nothing, K = 4, beside each alone, on the free and the quoting prompts;
 // greedy and temperature 0.8. The model rows decode the four free prompts of
 // bench/support/e2e.hpp, the n-gram rows the four quoting ones; 64 new tokens each.
 //
@@ -202,6 +204,28 @@ int main(int argc, char** argv) {
           return sb::decode_all(target, lookup, k, {}, cd, temp, quoting, new_tokens);
         },
         0.0, false, true);
+  // Composed drafting (filter "cmp"): prompt lookup first, the 3-layer draft model when the
+  // lookup proposes nothing, K = 4, against each alone, on both prompt sets.
+  specdec::ngram_drafter cmp_lookup({.min_ngram = 2, .max_ngram = 4, .max_draft = 8});
+  specdec::composed_drafter composed(cmp_lookup, *first_drafters[2]);
+  for (const bool quote : {false, true}) {
+    const auto& set = quote ? quoting : free_prompts;
+    const std::string tag = quote ? " (quoting)" : " (free)";
+    add(
+        "cmp first3 K=4" + tag,
+        [&](float temp) {
+          return sb::decode_all(target, *first_drafters[2], 4, {}, cd, temp, set, new_tokens);
+        },
+        first_t1[2], false, quote);
+    add(
+        "cmp ngram K=4" + tag,
+        [&](float temp) { return sb::decode_all(target, cmp_lookup, 4, {}, cd, temp, set, new_tokens); },
+        0.0, false, quote);
+    add(
+        "cmp ngram+first3 K=4" + tag,
+        [&](float temp) { return sb::decode_all(target, composed, 4, {}, cd, temp, set, new_tokens); },
+        first_t1[2], false, quote);
+  }
 
   const auto skip = [&](std::size_t i) {
     return i > 1 && !filter.empty() && rows[i].name.find(filter) == std::string::npos;

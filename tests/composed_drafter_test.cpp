@@ -26,6 +26,8 @@ struct fixed_drafter {
   void accept(std::span<const token_id> c) { accepted += c.size(); }
   void reset() { ++resets; }
 };
+template <class D>
+concept counts_model_calls = requires(const D& d) { d.model_calls(); };
 }  // namespace
 
 TEST_CASE("composed_drafter: lookup first, the fallback when the lookup has nothing") {
@@ -89,4 +91,9 @@ TEST_CASE("composed_drafter: greedy decoding through it equals plain greedy deco
   }
   CHECK(both.lookup_steps() > 0);
   CHECK(both.fallback_steps() > 0);
+  // The draft model's calls reach the statistics (only on the fallback's steps).
+  CHECK(both.model_calls() == model.model_calls());
+  CHECK(both.model_calls() > 0);
+  using lookups = specdec::composed_drafter<specdec::ngram_drafter, specdec::ngram_drafter>;
+  STATIC_REQUIRE(!counts_model_calls<lookups>);
 }

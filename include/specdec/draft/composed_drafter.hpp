@@ -74,6 +74,13 @@ class composed_drafter {
     fallback_.reset();
   }
 
+  /// The fallback's draft-model calls, when it counts them (decode_stats::draft_model_calls).
+  std::size_t model_calls() const
+    requires requires(const Fallback& f) { f.model_calls(); }
+  {
+    return fallback_.model_calls();
+  }
+
   /// Steps drafted by each part since construction (for statistics).
   std::size_t lookup_steps() const noexcept { return lookup_steps_; }
   std::size_t fallback_steps() const noexcept { return fallback_steps_; }
