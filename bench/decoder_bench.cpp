@@ -16,6 +16,15 @@
 //              (including the decoder's own clock reads), setup of the run.
 // The reported time is the benchmark's default, CPU time of the thread per generate() call.
 //
+//   BM_BatchOverhead/temp/K/batch   batch_decoder::run() of `batch` sequences of 128 tokens each,
+//                               on a batch model that memcpy's the same table's rows for every
+//                               entry, the same drafter per sequence. Counters per
+//                               sequence-step (one sequence's draft, verify and commit in a step):
+//   total_us, model_us (the score calls), verify_us (the verifiers: batch_stats), and
+//   overhead_us = total_us - model_us - verify_us: the library's own work per sequence-step, with
+//              the (trivial) drafter's time counted in it: building the batch, the phases' checks
+//              and bookkeeping, commits, statistics, clock reads.
+//
 //   cmake --preset bench && cmake --build --preset bench --target decoder_bench
 //   build/bench/bench/decoder_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
@@ -28,6 +37,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include <specdec/batch_decoder.hpp>
 #include <specdec/decoder.hpp>
 
 #include "bench/support/timing.hpp"
@@ -140,7 +150,79 @@ void BM_DecoderOverhead(benchmark::State& state) {
   state.counters["overhead_us"] = per_token(total_s - model_s - verify_s);
 }
 
+// A BatchLanguageModel whose every sequence is a table_lm: one memcpy per row.
+class batch_table_lm {
+ public:
+  explicit batch_table_lm(const logit_table& t) : t_(t) {}
+  std::size_t vocab_size() const noexcept { return vocab; }
+  specdec::sequence_id create_sequence() {
+    sizes_.push_back(0);
+    return sizes_.size() - 1;
+  }
+  void release_sequence(specdec::sequence_id) {}
+  std::size_t size(specdec::sequence_id id) const { return sizes_.at(id); }
+  void truncate(specdec::sequence_id id, std::size_t n) { sizes_.at(id) = n; }
+  void score(std::span<const specdec::batch_entry> batch) {
+    for (const auto& e : batch) {
+      std::size_t& size = sizes_.at(e.sequence);
+      for (std::size_t i = 0; i < e.tokens.size(); ++i)
+        std::memcpy(e.logits.data() + i * vocab, t_.row(size + i + 1).data(), vocab * sizeof(float));
+      size += e.tokens.size();
+    }
+  }
+
+ private:
+  const logit_table& t_;
+  std::vector<std::size_t> sizes_;
+};
+
+void BM_BatchOverhead(benchmark::State& state) {
+  const bool greedy = state.range(0) == 0;
+  const auto k = static_cast<std::size_t>(state.range(1));
+  const auto batch_size = static_cast<std::size_t>(state.range(2));
+  const logit_table table = make_table(!greedy);
+  specdec::generate_options options;
+  options.max_new_tokens = 128;
+  options.draft_length = k;
+  options.sampling.temperature = greedy ? 0.0f : 1.0f;
+  const std::vector<token_id> prompt{table.next[0]};
+  std::vector<table_drafter> drafters(batch_size, table_drafter(table));
+
+  double total_s = 0.0, model_s = 0.0, verify_s = 0.0;
+  std::size_t sequence_steps = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    batch_table_lm model(table);
+    specdec::batch_decoder<batch_table_lm, table_drafter> batch(model);
+    for (auto& d : drafters) batch.add(prompt, options, d);
+    state.ResumeTiming();
+    total_s += sb::time_call<sb::wall_clock>([&] { batch.run(); });
+    const auto& s = batch.stats();
+    if (s.generated_tokens != batch_size * options.max_new_tokens) {
+      state.SkipWithError("a sequence stopped early or a draft was rejected");
+      return;
+    }
+    model_s += s.target_seconds;
+    verify_s += s.verify_seconds;
+    sequence_steps += s.sequence_steps;
+  }
+  const auto per_step = [&](double s) { return 1e6 * s / static_cast<double>(sequence_steps); };
+  state.counters["total_us"] = per_step(total_s);
+  state.counters["model_us"] = per_step(model_s);
+  state.counters["verify_us"] = per_step(verify_s);
+  state.counters["overhead_us"] = per_step(total_s - model_s - verify_s);
+}
+
 }  // namespace
+
+BENCHMARK(BM_BatchOverhead)
+    ->ArgNames({"temp", "K", "batch"})
+    ->Args({0, 4, 8})
+    ->Args({0, 8, 8})
+    ->Args({1, 4, 8})
+    ->Args({0, 4, 64})
+    ->Args({1, 8, 64})
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_DecoderOverhead)
     ->ArgNames({"temp", "K"})
