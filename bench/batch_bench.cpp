@@ -20,6 +20,7 @@
 //
 //   cmake --preset bench && cmake --build --preset bench --target batch_bench
 //   build/bench/bench/batch_bench [repetitions = 3] [json output file] [new tokens = 48]
+//                                 [largest batch = 16]
 //
 // Skips (exit 0) without the checkpoint and tokenizer.
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <span>
 #include <specdec/specdec.hpp>
@@ -98,43 +100,45 @@ struct outcome {
 };
 
 // The batched call's cost curve t_B(n) for n = 1..max_rows: n rows spread over min(n, 16)
-// sequences after a 32-token context each, median of 3; measured at a few n, interpolated.
+// sequences after a 32-token context each. Measured at a few n, every n once per round over 5
+// rounds (so a phase change of the host hits every n alike, as bench/support/calibrate.hpp does),
+// the median per n after a warm-up round, made non-decreasing and interpolated between the n.
 std::vector<double> batched_cost_curve(l2::batch_model& m) {
   const std::size_t at[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, max_rows};
-  std::vector<std::pair<std::size_t, double>> points;
-  std::vector<float> logits(max_rows * m.vocab_size());
+  const std::size_t v = m.vocab_size();
+  std::vector<float> logits(max_rows * v);
   const std::span<const token_id> ids(l2::reference_ids);
-  for (const std::size_t n : at) {
-    const std::size_t seqs = std::min<std::size_t>(n, 16);
-    std::vector<specdec::sequence_id> s;
-    for (std::size_t i = 0; i < seqs; ++i) {
-      s.push_back(m.create_sequence());
-      specdec::sequence_view<l2::batch_model> v(m, s.back());
-      v.append(ids.first(32), std::span(logits).first(32 * m.vocab_size()));
-    }
-    std::vector<specdec::batch_entry> batch;
-    std::size_t row = 0;
-    for (std::size_t i = 0; i < seqs; ++i) {
-      const std::size_t rows = n / seqs + (i < n % seqs ? 1 : 0);
-      batch.push_back({s[i], ids.subspan(32, rows), {},
-                       std::span(logits).subspan(row * m.vocab_size(), rows * m.vocab_size())});
-      row += rows;
-    }
-    std::vector<double> t;
-    for (int r = 0; r < 4; ++r) {
+  std::vector<specdec::sequence_id> s;
+  for (std::size_t i = 0; i < 16; ++i) {
+    s.push_back(m.create_sequence());
+    specdec::sequence_view<l2::batch_model> view(m, s.back());
+    view.append(ids.first(32), std::span(logits).first(32 * v));
+  }
+  std::vector<std::vector<double>> seconds(std::size(at));
+  for (int round = 0; round < 6; ++round)
+    for (std::size_t p = 0; p < std::size(at); ++p) {
+      const std::size_t n = at[p], seqs = std::min<std::size_t>(n, 16);
+      std::vector<specdec::batch_entry> batch;
+      std::size_t row = 0;
+      for (std::size_t i = 0; i < seqs; ++i) {
+        const std::size_t rows = n / seqs + (i < n % seqs ? 1 : 0);
+        batch.push_back({s[i], ids.subspan(32, rows), {},
+                         std::span(logits).subspan(row * v, rows * v)});
+        row += rows;
+      }
       const double sec = sb::time_call<sb::wall_clock>([&] { m.score(batch); });
-      if (r > 0) t.push_back(sec);  // the first call warms the scratch
+      if (round > 0) seconds[p].push_back(sec);  // round 0 warms the scratch
       for (std::size_t i = 0; i < seqs; ++i) m.truncate(s[i], 32);
     }
-    for (const auto id : s) m.release_sequence(id);
-    points.emplace_back(n, sb::median(t));
-  }
+  for (const auto id : s) m.release_sequence(id);
+  std::vector<double> t(std::size(at));
+  for (std::size_t p = 0; p < std::size(at); ++p)
+    t[p] = std::max(p > 0 ? t[p - 1] : 0.0, sb::median(seconds[p]));
   std::vector<double> curve(max_rows + 1, 0.0);
-  for (std::size_t p = 0; p + 1 < points.size(); ++p)
-    for (std::size_t n = points[p].first; n <= points[p + 1].first; ++n) {
-      const double f = static_cast<double>(n - points[p].first) /
-                       static_cast<double>(points[p + 1].first - points[p].first);
-      curve[n] = points[p].second * (1 - f) + points[p + 1].second * f;
+  for (std::size_t p = 0; p + 1 < std::size(at); ++p)
+    for (std::size_t n = at[p]; n <= at[p + 1]; ++n) {
+      const double f = static_cast<double>(n - at[p]) / static_cast<double>(at[p + 1] - at[p]);
+      curve[n] = t[p] * (1 - f) + t[p + 1] * f;
     }
   return curve;
 }
@@ -146,6 +150,7 @@ int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 3;
   const char* json_path = argc > 2 ? argv[2] : nullptr;
   const std::size_t new_tokens = argc > 3 ? static_cast<std::size_t>(std::atoi(argv[3])) : 48;
+  const std::size_t max_batch = argc > 4 ? static_cast<std::size_t>(std::atoi(argv[4])) : 16;
 
   auto pool = std::make_shared<l2::thread_pool>();
   const auto weights = l2::load_checkpoint(sb::reshaped("110M"));
@@ -240,6 +245,7 @@ int main(int argc, char** argv) {
   std::printf("%5s %-14s %9s %8s %8s %9s %7s %7s %5s\n", "batch", "drafter", "tok/s", "speedup",
               "tok/step", "rows/call", "ovh us", "K/step", "same");
   for (const std::size_t b : batch_sizes) {
+    if (b > max_batch) break;
     run(b, configs[0]);  // warm-up: scratch and caches at this batch size
     std::vector<std::vector<double>> rate(configs.size()), speedup(configs.size());
     std::vector<outcome> last(configs.size());
