@@ -1,7 +1,7 @@
 #!/bin/sh
 # Regenerates the data behind the figures in docs/plots/ (then run docs/plots/make_plots.sh).
 #
-#   docs/plots/make_data.sh [cli | ngram | speedup | all]      (default: all)
+#   docs/plots/make_data.sh [cli | ngram | speedup | batch | all]      (default: all)
 #
 #   cli      specdec-generate --json on aidreams260K, greedy: every drafter (first 1, 2, 3 layers;
 #            prompt lookup) at K = 1..8, the four free prompts of bench/support/e2e.hpp for the
@@ -11,8 +11,11 @@
 #   speedup  bench/speedup_bench.cpp (aidreams260K reshaped to 110M), 3 repetitions (or
 #            SPECDEC_SPEEDUP_REPS); its table as
 #            printed (data/speedup_bench.txt) and as JSON (data/speedup.json)
+#   batch    bench/batch_bench.cpp (batch 1..16 x K x drafter, greedy, on the same target),
+#            3 repetitions (or SPECDEC_BATCH_REPS); its table (data/batch_bench.txt) and JSON
+#            (data/batch.json)
 #
-# ngram and speedup are timings: run them on a quiet machine (no compiles beside them). Needs
+# ngram, speedup and batch are timings: run them on a quiet machine (no compiles beside them). Needs
 # cmake, jq, and the checkpoints in ../shared/models (or SPECDEC_MODELS_DIR). SPECDEC_GENERATE,
 # SPECDEC_BENCH_DIR: use an already built specdec-generate / bench folder instead of building.
 set -eu
@@ -82,4 +85,10 @@ if [ "$what" = speedup ] || [ "$what" = all ]; then
         predicted: (.row.p | tonumber), ratio: (.row.r | tonumber)})]' \
     "$data/speedup_bench.txt" >"$data/speedup.json"
   echo "wrote $data/speedup.json"
+fi
+
+if [ "$what" = batch ] || [ "$what" = all ]; then
+  dir=$(bench_dir batch_bench)
+  "$dir/batch_bench" "${SPECDEC_BATCH_REPS:-3}" "$data/batch.json" | tee "$data/batch_bench.txt"
+  echo "wrote $data/batch.json"
 fi

@@ -45,6 +45,18 @@ else
   echo "no $data/speedup.json (make_data.sh speedup): speedup.svg not drawn" >&2
 fi
 
+# Batched decoding: total tokens/s per batch size, one column per configuration (batch_bench).
+if [ -f "$data/batch.json" ]; then
+  plots="$plots batch"
+  jq -r 'group_by(.batch)[] | . as $g
+    | [$g[0].batch] + ([ "plain", "ngram K=2", "ngram K=4", "ngram K=8", "model K=2", "model K=4",
+        "model K=8", "ngram policy", "model policy"]
+        | map(. as $d | ($g[] | select(.drafter == $d) | .tokens_per_second) // "NaN"))
+    | @tsv' "$data/batch.json" >"$tmp/batch.tsv"
+else
+  echo "no $data/batch.json (make_data.sh batch): batch.svg not drawn" >&2
+fi
+
 # n-gram step cost against context: medians of the incremental step and of the naive rescan.
 jq -r '.benchmarks[] | select(.aggregate_name == "median")
   | [(.run_name | split("/")[1]), .cpu_time, .rescan_ns] | @tsv' \
