@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <Eigen/Core>
+#include <specdec/concepts/hidden_state_model.hpp>
 #include <specdec/concepts/tree_language_model.hpp>
 #include <specdec/types.hpp>
 
@@ -81,6 +82,8 @@ class model {
   const std::shared_ptr<thread_pool>& pool() const noexcept { return pool_; }
   /// True between append_tree and commit.
   bool tree_pending() const noexcept { return pending_ > 0; }
+  /// Width of a hidden row (HiddenStateModel): dim, the classifier's input after the final norm.
+  std::size_t hidden_size() const noexcept { return cfg().dim; }
 
   /**
    * Feeds `tokens` (n >= 1) after the context and writes n rows of vocab_size() logits.
@@ -89,6 +92,11 @@ class model {
    * then. Discards a pending tree.
    */
   void append(std::span<const token_id> tokens, std::span<float> logits);
+  /// append that also writes each position's hidden row (n x hidden_size(), the classifier's
+  /// input) into `hidden` (specdec::HiddenStateModel); std::invalid_argument for a wrong size.
+  void append(std::span<const token_id> tokens, std::span<float> logits, std::span<float> hidden) {
+    with_hidden("append", tokens.size(), hidden, [&] { append(tokens, logits); });
+  }
 
   /// Keeps the first n tokens (n <= size(), else std::out_of_range). O(1). Discards a pending
   /// tree.
@@ -110,6 +118,12 @@ class model {
    */
   void append_tree(std::span<const token_id> tokens, std::span<const std::int32_t> parents,
                    std::span<float> logits);
+  /// append_tree that also writes each node's hidden row into `hidden` (nodes x hidden_size()).
+  void append_tree(std::span<const token_id> tokens, std::span<const std::int32_t> parents,
+                   std::span<float> logits, std::span<float> hidden) {
+    with_hidden("append_tree", tokens.size(), hidden,
+                [&] { append_tree(tokens, parents, logits); });
+  }
 
   /// Keeps the root-to-node `path` of the pending tree (may be empty) by moving its K/V rows into
   /// place: O(path length * layers * kv_dim). Throws std::logic_error without a pending tree and
@@ -126,6 +140,23 @@ class model {
   void rope(Eigen::Ref<row_matrix> m, std::size_t heads) const;
   void rmsnorm(const Eigen::Ref<const row_matrix>& x, const vector_view& gain,
                Eigen::Ref<row_matrix> out) const;
+  // Runs `call` with forward() copying the final normed rows into `hidden` (n rows).
+  template <class Call>
+  void with_hidden(const char* where, std::size_t n, std::span<float> hidden, Call&& call) {
+    if (hidden.size() != n * hidden_size())
+      throw std::invalid_argument(std::string("llama2c::model::") + where + ": hidden.size() = " +
+                                  std::to_string(hidden.size()) + ", expected " +
+                                  std::to_string(n) + " * hidden_size " +
+                                  std::to_string(hidden_size()));
+    hidden_out_ = hidden.data();
+    try {
+      call();
+    } catch (...) {
+      hidden_out_ = nullptr;
+      throw;
+    }
+    hidden_out_ = nullptr;
+  }
 
   std::shared_ptr<const weights> w_;
   std::shared_ptr<thread_pool> pool_;
@@ -147,6 +178,7 @@ class model {
   // Attention scores: n_heads slices of n x (context + n), each 64-byte aligned, so results do
   // not depend on where the buffer happens to be allocated (Eigen peels unaligned heads).
   std::vector<float, Eigen::aligned_allocator<float>> scores_;
+  float* hidden_out_ = nullptr;  // where forward() copies the hidden rows, when asked
 };
 
 /**
@@ -181,6 +213,7 @@ class layer_skip_draft : public model {
 
 static_assert(specdec::TreeLanguageModel<model>);
 static_assert(specdec::TreeLanguageModel<layer_skip_draft>);
+static_assert(specdec::HiddenStateTreeModel<model>);
 
 // ---------------------------------------------------------------------------------------------
 
@@ -461,6 +494,7 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
   }
 
   rmsnorm(x, w_->rms_final(), xb);
+  if (hidden_out_) Eigen::Map<row_matrix>(hidden_out_, N, xb.cols()) = xb;
   const auto vocab = static_cast<std::ptrdiff_t>(c.vocab_size);
   const matmul_task classify[] = {{w_->classifier().data(), vocab, logits.data(), vocab}};
   matmul(pool, xb.data(), dim, N, dim, classify);

@@ -9,7 +9,8 @@
 //
 // The parts: testing/result.hpp (options, results), testing/model_checks.hpp (checks a-e),
 // testing/tree_checks.hpp (checks f1-f3), testing/batch_checks.hpp (checks g1-g5 for a
-// BatchLanguageModel, run_batch_checks), detail/conformance.hpp (sources, comparison).
+// BatchLanguageModel, run_batch_checks), testing/hidden_checks.hpp (check h, for a
+// HiddenStateModel), detail/conformance.hpp (sources, comparison).
 #pragma once
 
 #include <utility>
@@ -17,6 +18,8 @@
 #include "specdec/concepts/tree_language_model.hpp"
 #include "specdec/detail/conformance.hpp"
 #include "specdec/testing/batch_checks.hpp"
+#include "specdec/concepts/hidden_state_model.hpp"
+#include "specdec/testing/hidden_checks.hpp"
 #include "specdec/testing/model_checks.hpp"
 #include "specdec/testing/result.hpp"
 #include "specdec/testing/tree_checks.hpp"
@@ -38,6 +41,8 @@ run_all(Source& source, const conformance_options& o = {}) {
     rep.checks.push_back(check_tree_commit(source, o));
     rep.checks.push_back(check_tree_rejects_bad_input(source, o));
   }
+  if constexpr (HiddenStateModel<typename detail::model_of<Source>::type>)
+    rep.checks.push_back(check_hidden_rows(source, o));
   for (const check_result& c : rep.checks) {
     rep.ok = rep.ok && c.ok;
     rep.message += (c.ok ? "ok   " : "FAIL ") + c.message + "\n";

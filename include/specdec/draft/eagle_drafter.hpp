@@ -1,0 +1,297 @@
+// specdec/draft/eagle_drafter.hpp - EAGLE-style drafting: the feature predictor (eagle_head.hpp)
+// runs on its own predictions, the target's classifier turns each predicted hidden state into a
+// token; chains, and trees that grow the most confident nodes first (EAGLE-2).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "specdec/concepts/drafter.hpp"
+#include "specdec/detail/draft_heads.hpp"
+#include "specdec/draft/eagle_head.hpp"
+#include "specdec/draft/model_drafter.hpp"
+#include "specdec/math/rng.hpp"
+#include "specdec/math/sample.hpp"
+#include "specdec/math/sampling_params.hpp"
+#include "specdec/math/softmax.hpp"
+#include "specdec/math/warp.hpp"
+#include "specdec/tree/token_tree.hpp"
+#include "specdec/tree/tree_draft.hpp"
+#include "specdec/types.hpp"
+
+namespace specdec {
+
+/// Options of an eagle_drafter; validated by its constructor.
+struct eagle_drafter_options {
+  /// Tree nodes besides the root, at most; 0 = the full shape the decoder asks for.
+  std::size_t max_nodes = 0;
+  /// Nodes of each level that get children (the most confident ones); 0 = all (>= 0).
+  std::size_t expand = 4;
+  /// Candidates under sampling (greedy decoding always takes the top ones).
+  head_candidates candidates = head_candidates::sampled;
+};
+
+/**
+ * Drafts with an EAGLE-style feature predictor on the hidden row of the last committed position
+ * (read from `source`, a hidden_capture around the target): from that row and the embedding of
+ * the pending last history token it predicts the next hidden state, the target's classifier
+ * gives the first draft token, and the predictor runs again on its own prediction and that
+ * token's embedding. Cost per drafted token: one predictor step and one classifier product
+ * (V x d), no model call.
+ *
+ * Trees (TreeDrafter), level by level up to the decoder's depth: the `expand` nodes of a level
+ * with the highest path confidence (product of the draft probabilities along the path) each get
+ * k_j children in one batched step: their top k_j tokens when greedy or with
+ * head_candidates::top, or k_j draws from their warped distribution (i.i.d. or without
+ * replacement) with head_candidates::sampled. With top candidates the tree is then cut to the
+ * `max_nodes` most confident nodes (EAGLE-2's re-ranking; closed under ancestors); with sampled
+ * candidates the budget is spent while expanding (nodes are never dropped after being drawn,
+ * which would bias them).
+ *
+ * Proposes nothing when the target does not hold the history minus its last token; throws
+ * std::invalid_argument for a hidden row with NaN or infinity. Not thread-safe; `source` and
+ * the matrices' memory must outlive the drafter.
+ */
+template <class Source>
+class eagle_drafter {
+  static_assert(detail::hidden_row_source<Source>,
+                "specdec::eagle_drafter: the source must hand out hidden rows (size(), "
+                "hidden_size(), vocab_size(), hidden(position), tokens()): wrap the target in "
+                "specdec::hidden_capture, which needs a specdec::HiddenStateModel");
+
+ public:
+  /// `classifier` and `embedding` are the target's (V x d each). Throws std::invalid_argument
+  /// for weights or matrices that do not fit the source's width and vocabulary.
+  eagle_drafter(Source& source, eagle_weights weights, weight_view classifier,
+                weight_view embedding, eagle_drafter_options options = {})
+      : source_(source), w_(std::move(weights)), classifier_(classifier), embedding_(embedding),
+        o_(options) {
+    const std::size_t d = source_.hidden_size(), v = source_.vocab_size();
+    check_eagle_weights(w_, d);
+    for (const auto* m : {&classifier_, &embedding_})
+      if (m->rows() != static_cast<Eigen::Index>(v) || m->cols() != static_cast<Eigen::Index>(d))
+        throw std::invalid_argument(
+            std::string("eagle_drafter: the target's ") +
+            (m == &classifier_ ? "classifier" : "embedding") + " is " +
+            std::to_string(m->rows()) + " x " + std::to_string(m->cols()) + ", expected vocab " +
+            std::to_string(v) + " x hidden width " + std::to_string(d));
+  }
+
+  const eagle_weights& weights() const noexcept { return w_; }
+  std::size_t vocab_size() const { return static_cast<std::size_t>(source_.vocab_size()); }
+
+  void reset() noexcept {}
+  void accept(std::span<const token_id> /*committed*/) noexcept {}
+
+  /// A chain of k drafts (see the class comment).
+  void propose(std::span<const token_id> history, std::size_t k, const sampling_params& sp,
+               rng& gen, draft& out) {
+    out.clear();
+    if (k == 0 || !start(history)) return;
+    const std::size_t v = vocab_size();
+    const bool top = sp.greedy() || o_.candidates == head_candidates::top;
+    if (!top) out.q.resize(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(v));
+    token_id t = history.back();
+    for (std::size_t j = 0; j < k; ++j) {
+      step_rows(std::span<const token_id>(&t, 1));
+      f_.swap(next_);
+      const std::span<const float> row(logits_.data(), v);
+      if (top) {
+        t = argmax(row);
+      } else {
+        std::span<float> q(out.q.row(static_cast<Eigen::Index>(j)).data(), v);
+        warp(row, sp, q, ws_);
+        t = sample(q, gen);
+      }
+      out.tokens.push_back(t);
+    }
+  }
+
+  /// TreeDrafter: see the class comment. `draw` must be iid or without_replacement when
+  /// sampling with head_candidates::sampled.
+  void propose_tree(std::span<const token_id> history, std::span<const std::size_t> branching,
+                    const sampling_params& sp, rng& gen, candidate_draw draw, tree_draft& out) {
+    const std::size_t v = vocab_size();
+    const bool top = sp.greedy() || o_.candidates == head_candidates::top;
+    if (!top && draw == candidate_draw::deterministic)
+      throw std::invalid_argument(
+          "eagle_drafter::propose_tree: draw must be iid or without_replacement when sampling");
+    out.draw = top ? candidate_draw::deterministic : draw;
+    out.q.resize(0, static_cast<Eigen::Index>(v));
+    nodes_.assign(1, {history.empty() ? 0 : history.back(), -1, 0, 1.0, 0});
+    if (branching.empty() || !start(history)) return finish(out, top);
+    std::size_t full = 0, level_size = 1;
+    for (std::size_t k : branching) full += (level_size *= k);
+    const std::size_t budget = o_.max_nodes == 0 ? full : std::min(full, o_.max_nodes);
+    // features_: row i = the predictor's input feature for node i (its parent's prediction).
+    features_ = f_;
+    feature_rows_.assign(1, 0);
+    std::size_t level_begin = 0, level_end = 1, drafted = 0;
+    for (std::size_t j = 0; j < branching.size() && level_begin < level_end; ++j) {
+      // The most confident nodes of this level, in index order (children stay breadth first).
+      expanded_.resize(level_end - level_begin);
+      std::iota(expanded_.begin(), expanded_.end(), level_begin);
+      const std::size_t keep = o_.expand == 0 ? expanded_.size() : std::min(o_.expand, expanded_.size());
+      std::stable_sort(expanded_.begin(), expanded_.end(), [&](std::size_t a, std::size_t b) {
+        return nodes_[a].score > nodes_[b].score;
+      });
+      expanded_.resize(keep);
+      std::sort(expanded_.begin(), expanded_.end());
+      if (!top) {  // sampled: spend the budget now, never drop a drawn node later
+        std::size_t room = budget - drafted, n = 0;
+        while (n < expanded_.size() && room > 0) room -= std::min(room, branching[j]), ++n;
+        expanded_.resize(n);
+      }
+      if (expanded_.empty()) break;
+      // One batched step for the expanded nodes.
+      const auto b = static_cast<Eigen::Index>(expanded_.size());
+      batch_f_.resize(b, f_.cols());
+      batch_tokens_.resize(expanded_.size());
+      for (Eigen::Index r = 0; r < b; ++r) {
+        const std::size_t node = expanded_[static_cast<std::size_t>(r)];
+        batch_f_.row(r) = features_.row(static_cast<Eigen::Index>(feature_rows_[node]));
+        batch_tokens_[static_cast<std::size_t>(r)] = nodes_[node].token;
+      }
+      f_ = batch_f_;
+      step_rows(batch_tokens_);
+      const Eigen::Index first_feature = features_.rows();
+      features_.conservativeResize(first_feature + b, Eigen::NoChange);
+      features_.bottomRows(b) = next_;
+      for (Eigen::Index r = 0; r < b && (top || drafted < budget); ++r) {
+        const std::size_t node = expanded_[static_cast<std::size_t>(r)];
+        const std::span<const float> row(logits_.row(r).data(), v);
+        nodes_[node].q_row = q_rows_.rows();
+        q_rows_.conservativeResize(q_rows_.rows() + 1, static_cast<Eigen::Index>(v));
+        std::span<float> p(q_rows_.row(q_rows_.rows() - 1).data(), v);
+        std::size_t count = branching[j];
+        if (top) {
+          softmax(row, p);
+          detail::top_tokens(row, count, drawn_);
+        } else {
+          warp(row, sp, p, ws_);
+          count = std::min(count, budget - drafted);
+          draw_children(p, count, draw, gen);
+        }
+        for (token_id t : drawn_) {
+          const double conf = nodes_[node].score * static_cast<double>(p[static_cast<std::size_t>(t)]);
+          nodes_.push_back({t, static_cast<std::int32_t>(node), j + 1, conf, 0});
+          feature_rows_.push_back(static_cast<std::size_t>(first_feature + r));
+          ++drafted;
+        }
+      }
+      level_begin = level_end;
+      level_end = nodes_.size();
+    }
+    if (top && nodes_.size() - 1 > budget) prune(budget);
+    finish(out, top);
+  }
+
+ private:
+  struct node {
+    token_id token;
+    std::int32_t parent;
+    std::size_t depth;
+    double score;      // product of draft probabilities along the path
+    Eigen::Index q_row;  // row of q_rows_ with its children's distribution (when it has any)
+  };
+
+  // f_ <- input_scale x the start row; false when there is none.
+  bool start(std::span<const token_id> history) {
+    const std::span<const float> row = detail::start_row(source_, history, "eagle_drafter");
+    if (row.empty()) return false;
+    f_ = Eigen::Map<const prob_row>(row.data(), static_cast<Eigen::Index>(row.size())) *
+         w_.input_scale;
+    q_rows_.resize(0, static_cast<Eigen::Index>(vocab_size()));
+    return true;
+  }
+
+  // next_ <- one predictor step on f_ (one row per token) and the tokens' embeddings; logits_
+  // <- the target's classifier on next_ / input_scale.
+  void step_rows(std::span<const token_id> tokens) {
+    e_.resize(static_cast<Eigen::Index>(tokens.size()), f_.cols());
+    for (std::size_t i = 0; i < tokens.size(); ++i)
+      e_.row(static_cast<Eigen::Index>(i)) = embedding_.row(tokens[i]);
+    eagle_step(w_, f_, e_, z_, next_);
+    logits_.noalias() = (next_ / w_.input_scale) * classifier_.transpose();
+  }
+
+  void draw_children(std::span<const float> q, std::size_t count, candidate_draw draw, rng& gen) {
+    drawn_.clear();
+    if (draw == candidate_draw::iid) {
+      for (std::size_t c = 0; c < count; ++c) drawn_.push_back(sample(q, gen));
+      return;
+    }
+    remaining_.assign(q.begin(), q.end());
+    const auto support = static_cast<std::size_t>(
+        std::count_if(q.begin(), q.end(), [](float x) { return x > 0.0f; }));
+    for (std::size_t c = 0; c < std::min(count, support); ++c) {
+      const token_id t = sample(remaining_, gen);
+      drawn_.push_back(t);
+      remaining_[static_cast<std::size_t>(t)] = 0.0f;
+    }
+  }
+
+  // Keeps the root and the `budget` most confident nodes (ties: shallower, then earlier); a
+  // child is never more confident than its parent, so the set is closed under ancestors.
+  void prune(std::size_t budget) {
+    order_.resize(nodes_.size() - 1);
+    std::iota(order_.begin(), order_.end(), std::size_t{1});
+    std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
+      if (nodes_[a].score != nodes_[b].score) return nodes_[a].score > nodes_[b].score;
+      return nodes_[a].depth < nodes_[b].depth;
+    });
+    keep_.assign(nodes_.size(), false);
+    keep_[0] = true;
+    for (std::size_t i = 0; i < budget; ++i) keep_[order_[i]] = true;
+    std::vector<std::int32_t> index(nodes_.size(), -1);
+    std::vector<node> kept;
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (!keep_[i]) continue;
+      node n = nodes_[i];
+      if (n.parent >= 0) {
+        n.parent = index[static_cast<std::size_t>(n.parent)];
+        if (n.parent < 0) continue;  // (cannot happen: ancestors are kept first)
+      }
+      index[i] = static_cast<std::int32_t>(kept.size());
+      kept.push_back(n);
+    }
+    nodes_.swap(kept);
+  }
+
+  void finish(tree_draft& out, bool top) {
+    tokens_.clear();
+    parents_.clear();
+    for (const node& n : nodes_) {
+      tokens_.push_back(n.token);
+      parents_.push_back(n.parent);
+    }
+    out.tree = token_tree(tokens_, parents_);
+    if (top) return;
+    const auto v = static_cast<Eigen::Index>(vocab_size());
+    out.q.setZero(static_cast<Eigen::Index>(nodes_.size()), v);
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      if (!out.tree.is_leaf(i)) out.q.row(static_cast<Eigen::Index>(i)) = q_rows_.row(nodes_[i].q_row);
+  }
+
+  Source& source_;
+  eagle_weights w_;
+  weight_view classifier_, embedding_;
+  eagle_drafter_options o_;
+  row_matrix f_, next_, e_, z_, logits_, features_, batch_f_, q_rows_;
+  warp_workspace ws_;
+  std::vector<node> nodes_;
+  std::vector<std::size_t> feature_rows_, expanded_, order_;
+  std::vector<token_id> batch_tokens_, drawn_, tokens_;
+  std::vector<std::int32_t> parents_;
+  std::vector<float> remaining_;
+  std::vector<bool> keep_;
+};
+
+}  // namespace specdec

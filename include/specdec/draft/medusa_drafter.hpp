@@ -1,0 +1,290 @@
+// specdec/draft/medusa_drafter.hpp - drafts with Medusa heads on the target's own hidden state:
+// chains of the heads' tokens, or a (sparse) token tree of their top candidates.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <queue>
+#include <span>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "specdec/concepts/drafter.hpp"
+#include "specdec/detail/draft_heads.hpp"
+#include "specdec/draft/medusa_heads.hpp"
+#include "specdec/draft/model_drafter.hpp"
+#include "specdec/math/rng.hpp"
+#include "specdec/math/sample.hpp"
+#include "specdec/math/sampling_params.hpp"
+#include "specdec/math/warp.hpp"
+#include "specdec/tree/token_tree.hpp"
+#include "specdec/tree/tree_draft.hpp"
+#include "specdec/types.hpp"
+
+namespace specdec {
+
+/// Options of a medusa_drafter; validated by its constructor.
+struct medusa_drafter_options {
+  /// Tree nodes besides the root, at most; 0 = the full shape the decoder asks for. Within the
+  /// shape, the nodes kept are those with the highest product of the heads' measured rank
+  /// accuracies along their path (medusa_weights::rank_accuracy; 1 / (rank + 1) when absent):
+  /// Medusa's sparse trees.
+  std::size_t max_nodes = 0;
+  /// Candidates under sampling (greedy decoding always takes the top ones).
+  head_candidates candidates = head_candidates::sampled;
+};
+
+namespace detail {
+// One node of a rank tree: its parent (-1: the root), depth (1 = a child of the root) and rank.
+struct rank_node {
+  std::int32_t parent;
+  std::size_t depth;
+  std::size_t rank;
+};
+
+// The rank tree of `branching` (each node at depth j has up to branching[j] children, ranks
+// 0..k-1), cut to the `max_nodes` nodes of highest score (product of accuracy(j, r) along the
+// path), grown best first so that it is closed under ancestors and lower-ranked siblings. Returns
+// the nodes in breadth-first order with contiguous children (the root is not listed).
+template <class Accuracy>
+std::vector<rank_node> best_rank_tree(std::span<const std::size_t> branching,
+                                      std::size_t max_nodes, Accuracy&& accuracy) {
+  struct cand {
+    double score;
+    std::size_t depth, rank;
+    std::int32_t parent;  // index into `chosen`, -1 = root
+  };
+  const auto worse = [](const cand& a, const cand& b) {
+    if (a.score != b.score) return a.score < b.score;
+    if (a.depth != b.depth) return a.depth > b.depth;
+    return a.rank > b.rank;
+  };
+  std::priority_queue<cand, std::vector<cand>, decltype(worse)> queue(worse);
+  std::vector<cand> chosen;
+  if (!branching.empty() && branching[0] > 0) queue.push({accuracy(0, 0), 1, 0, -1});
+  while (!queue.empty() && chosen.size() < max_nodes) {
+    const cand c = queue.top();
+    queue.pop();
+    chosen.push_back(c);
+    const auto me = static_cast<std::int32_t>(chosen.size() - 1);
+    const double base = c.parent < 0 ? 1.0 : chosen[static_cast<std::size_t>(c.parent)].score;
+    if (c.rank + 1 < branching[c.depth - 1])  // the next sibling
+      queue.push({base * accuracy(c.depth - 1, c.rank + 1), c.depth, c.rank + 1, c.parent});
+    if (c.depth < branching.size() && branching[c.depth] > 0)  // the first child
+      queue.push({c.score * accuracy(c.depth, 0), c.depth + 1, 0, me});
+  }
+  // Breadth first: by depth, then by parent's new index, then by rank.
+  std::vector<std::int32_t> new_index(chosen.size());
+  std::vector<rank_node> out;
+  out.reserve(chosen.size());
+  for (std::size_t depth = 1; depth <= branching.size(); ++depth) {
+    std::vector<std::int32_t> level;
+    for (std::size_t i = 0; i < chosen.size(); ++i)
+      if (chosen[i].depth == depth) level.push_back(static_cast<std::int32_t>(i));
+    std::sort(level.begin(), level.end(), [&](std::int32_t a, std::int32_t b) {
+      const cand &x = chosen[static_cast<std::size_t>(a)], &y = chosen[static_cast<std::size_t>(b)];
+      const std::int32_t px = x.parent < 0 ? -1 : new_index[static_cast<std::size_t>(x.parent)];
+      const std::int32_t py = y.parent < 0 ? -1 : new_index[static_cast<std::size_t>(y.parent)];
+      return px != py ? px < py : x.rank < y.rank;
+    });
+    for (std::int32_t i : level) {
+      const cand& c = chosen[static_cast<std::size_t>(i)];
+      new_index[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(out.size());
+      out.push_back({c.parent < 0 ? -1 : new_index[static_cast<std::size_t>(c.parent)], depth,
+                     c.rank});
+    }
+  }
+  return out;
+}
+}  // namespace detail
+
+/**
+ * Drafts with Medusa heads (medusa_heads.hpp) on the hidden row of the last committed position,
+ * read from `source` (a hidden_capture around the target): head k proposes the token k + 1
+ * places after the pending last history token, so a chain of K drafts uses heads 0..K-1 (at
+ * most H drafts). Costs H small products per step and no model call.
+ *
+ * Trees (TreeDrafter): every node at depth j gets the candidates of head j - 1 (Medusa's
+ * cartesian trees): its top k_j tokens when greedy or with head_candidates::top
+ * (deterministic), or k_j draws from the head's warped distribution (i.i.d. or without
+ * replacement, as asked) with head_candidates::sampled. `max_nodes` cuts the shape to a sparse
+ * tree chosen from the heads' measured accuracy. The heads do not see the drafted tokens, so
+ * all nodes at one depth share candidates.
+ *
+ * When the target does not hold the history minus its last token (e.g. the first step after a
+ * one-token prompt), it proposes nothing. A hidden row with NaN or infinity throws
+ * std::invalid_argument (the decoder is still usable). Not thread-safe; `source` and the
+ * classifier's memory must outlive the drafter.
+ */
+template <class Source>
+class medusa_drafter {
+  static_assert(detail::hidden_row_source<Source>,
+                "specdec::medusa_drafter: the source must hand out hidden rows (size(), "
+                "hidden_size(), vocab_size(), hidden(position), tokens()): wrap the target in "
+                "specdec::hidden_capture, which needs a specdec::HiddenStateModel");
+
+ public:
+  /// Throws std::invalid_argument when the weights do not fit the source's hidden width and
+  /// vocabulary (check_medusa_weights).
+  medusa_drafter(Source& source, medusa_weights weights, weight_view target_classifier,
+                 medusa_drafter_options options = {})
+      : source_(source), w_(std::move(weights)), classifier_(target_classifier), o_(options) {
+    check_medusa_weights(w_, source_.hidden_size(), source_.vocab_size(), classifier_);
+  }
+
+  std::size_t heads() const noexcept { return w_.size(); }
+  const medusa_weights& weights() const noexcept { return w_; }
+  std::size_t vocab_size() const { return static_cast<std::size_t>(source_.vocab_size()); }
+
+  void reset() noexcept {}
+  void accept(std::span<const token_id> /*committed*/) noexcept {}
+
+  /// Up to min(k, H) drafts from heads 0..: see the class comment.
+  void propose(std::span<const token_id> history, std::size_t k, const sampling_params& sp,
+               rng& gen, draft& out) {
+    out.clear();
+    const std::size_t n = std::min(k, heads());
+    if (n == 0 || !head_logits(history, n)) return;
+    const std::size_t v = vocab_size();
+    const bool top = sp.greedy() || o_.candidates == head_candidates::top;
+    if (!top) out.q.resize(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(v));
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::span<const float> row(logits_.row(static_cast<Eigen::Index>(j)).data(), v);
+      if (top) {
+        out.tokens.push_back(argmax(row));
+      } else {
+        std::span<float> q(out.q.row(static_cast<Eigen::Index>(j)).data(), v);
+        warp(row, sp, q, ws_);
+        out.tokens.push_back(sample(q, gen));
+      }
+    }
+  }
+
+  /// TreeDrafter: see the class comment. `draw` must be iid or without_replacement when
+  /// sampling with head_candidates::sampled.
+  void propose_tree(std::span<const token_id> history, std::span<const std::size_t> branching,
+                    const sampling_params& sp, rng& gen, candidate_draw draw, tree_draft& out) {
+    const std::size_t v = vocab_size();
+    const bool top = sp.greedy() || o_.candidates == head_candidates::top;
+    if (!top && draw == candidate_draw::deterministic)
+      throw std::invalid_argument(
+          "medusa_drafter::propose_tree: draw must be iid or without_replacement when sampling");
+    out.draw = top ? candidate_draw::deterministic : draw;
+    out.q.resize(0, static_cast<Eigen::Index>(v));
+    tokens_.assign(1, history.empty() ? 0 : history.back());
+    parents_.assign(1, -1);
+    const std::size_t depth = std::min(branching.size(), heads());
+    if (depth == 0 || !head_logits(history, depth)) {
+      out.tree = token_tree(tokens_, parents_);
+      return;
+    }
+    const auto shape = branching.first(depth);
+    if (shape_.empty() || !std::equal(shape.begin(), shape.end(), shape_key_.begin(),
+                                      shape_key_.end())) {
+      shape_key_.assign(shape.begin(), shape.end());
+      std::size_t full = 0, level = 1;
+      for (std::size_t k : shape) full += (level *= k);
+      const std::size_t budget = o_.max_nodes == 0 ? full : std::min(full, o_.max_nodes);
+      shape_ = detail::best_rank_tree(shape, budget, [&](std::size_t j, std::size_t r) {
+        const auto& a = w_.rank_accuracy;
+        if (static_cast<Eigen::Index>(j) < a.rows() && static_cast<Eigen::Index>(r) < a.cols())
+          return static_cast<double>(a(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(r))) + 1e-9;
+        return 1.0 / static_cast<double>((r + 1) * (j + 1));
+      });
+    }
+    // Candidates per depth: the top ones, or draws per parent.
+    if (top) {
+      for (std::size_t j = 0; j < depth; ++j) {
+        const std::span<const float> row(logits_.row(static_cast<Eigen::Index>(j)).data(), v);
+        detail::top_tokens(row, branching[j], top_[j]);
+      }
+    } else {
+      q_.resize(static_cast<Eigen::Index>(depth), static_cast<Eigen::Index>(v));
+      for (std::size_t j = 0; j < depth; ++j)
+        warp(std::span<const float>(logits_.row(static_cast<Eigen::Index>(j)).data(), v), sp,
+             std::span<float>(q_.row(static_cast<Eigen::Index>(j)).data(), v), ws_);
+    }
+    // Shape node i -> tree node (or -1 when its parent or rank does not exist this time).
+    node_of_.assign(shape_.size(), -1);
+    std::int32_t drawn_for = -2;  // the parent whose children were drawn last
+    for (std::size_t i = 0; i < shape_.size(); ++i) {
+      const detail::rank_node& s = shape_[i];
+      const std::int32_t parent =
+          s.parent < 0 ? 0 : node_of_[static_cast<std::size_t>(s.parent)];
+      if (parent < 0) continue;
+      const std::size_t j = s.depth - 1;
+      if (!top && drawn_for != parent) {  // draw all of this parent's children at once
+        drawn_for = parent;
+        std::size_t count = 0;
+        for (std::size_t t = i; t < shape_.size() && shape_[t].parent == s.parent; ++t) ++count;
+        draw_children(j, count, draw, gen);
+      }
+      const std::vector<token_id>& cands = top ? top_[j] : drawn_;
+      if (s.rank >= cands.size()) continue;
+      node_of_[i] = static_cast<std::int32_t>(tokens_.size());
+      tokens_.push_back(cands[s.rank]);
+      parents_.push_back(parent);
+    }
+    out.tree = token_tree(tokens_, parents_);
+    if (!top) {  // row of node i: the distribution of its children, head depth(i)'s
+      out.q.resize(static_cast<Eigen::Index>(out.tree.size()), static_cast<Eigen::Index>(v));
+      for (std::size_t i = 0; i < out.tree.size(); ++i) {
+        const auto j = static_cast<std::size_t>(out.tree.depth(i));
+        if (j < depth) out.q.row(static_cast<Eigen::Index>(i)) = q_.row(static_cast<Eigen::Index>(j));
+        else out.q.row(static_cast<Eigen::Index>(i)).setZero();
+      }
+    }
+  }
+
+ private:
+  // logits_ rows 0..n-1 = heads 0..n-1 on the start row; false when there is none.
+  bool head_logits(std::span<const token_id> history, std::size_t n) {
+    const std::span<const float> row = detail::start_row(source_, history, "medusa_drafter");
+    if (row.empty()) return false;
+    const Eigen::Map<const prob_row> hidden(row.data(), static_cast<Eigen::Index>(row.size()));
+    logits_.resize(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(vocab_size()));
+    for (std::size_t j = 0; j < n; ++j) {
+      medusa_logits(w_, j, hidden, classifier_, r_, out_row_);
+      logits_.row(static_cast<Eigen::Index>(j)) = out_row_;
+    }
+    if (top_.size() < n) top_.resize(n);
+    return true;
+  }
+
+  // drawn_ <- `count` candidates from q_ row j, i.i.d. or without replacement.
+  void draw_children(std::size_t j, std::size_t count, candidate_draw draw, rng& gen) {
+    const std::size_t v = vocab_size();
+    const std::span<const float> q(q_.row(static_cast<Eigen::Index>(j)).data(), v);
+    drawn_.clear();
+    if (draw == candidate_draw::iid) {
+      for (std::size_t c = 0; c < count; ++c) drawn_.push_back(sample(q, gen));
+      return;
+    }
+    remaining_.assign(q.begin(), q.end());
+    const auto support = static_cast<std::size_t>(
+        std::count_if(q.begin(), q.end(), [](float x) { return x > 0.0f; }));
+    for (std::size_t c = 0; c < std::min(count, support); ++c) {
+      const token_id t = sample(remaining_, gen);
+      drawn_.push_back(t);
+      remaining_[static_cast<std::size_t>(t)] = 0.0f;
+    }
+  }
+
+  Source& source_;
+  medusa_weights w_;
+  weight_view classifier_;
+  medusa_drafter_options o_;
+  row_matrix logits_, q_;
+  prob_row r_, out_row_;
+  warp_workspace ws_;
+  std::vector<std::vector<token_id>> top_;
+  std::vector<token_id> tokens_, drawn_;
+  std::vector<std::int32_t> parents_, node_of_;
+  std::vector<float> remaining_;
+  std::vector<std::size_t> shape_key_;
+  std::vector<detail::rank_node> shape_;
+};
+
+}  // namespace specdec

@@ -1,0 +1,263 @@
+// Draft heads on the target's hidden states (medusa_drafter, eagle_drafter, hidden_capture) on a
+// table model whose hidden row is its logits: greedy-exact, the sampled joint law of the first
+// three tokens by chi-square for both candidate modes, bad input.
+#include <catch2/catch.hpp>
+#include <specdec/decoder.hpp>
+#include <specdec/draft/eagle_drafter.hpp>
+#include <specdec/draft/hidden_capture.hpp>
+#include <specdec/draft/medusa_drafter.hpp>
+#include <specdec/testing.hpp>
+
+#include <string>
+#include <vector>
+
+#include "support/chi_square.hpp"
+#include "support/exact_joint.hpp"
+#include "support/hidden_table_model.hpp"
+#include "support/table_model.hpp"
+
+namespace {
+
+using specdec::candidate_draw;
+using specdec::head_candidates;
+using specdec::row_matrix;
+using specdec::token_id;
+using specdec::test::hidden_table_model;
+using specdec::test::table_model;
+using specdec::test::table_model_options;
+using capture = specdec::hidden_capture<hidden_table_model>;
+
+row_matrix random_matrix(Eigen::Index rows, Eigen::Index cols, float scale, std::uint64_t seed) {
+  specdec::rng g(seed);
+  row_matrix m(rows, cols);
+  for (Eigen::Index i = 0; i < m.size(); ++i)
+    m.data()[i] = scale * static_cast<float>(2.0 * g.uniform_open() - 1.0);
+  return m;
+}
+
+specdec::medusa_weights medusa(std::size_t v, std::size_t heads, bool own) {
+  specdec::medusa_weights w;
+  const auto V = static_cast<Eigen::Index>(v);
+  for (std::size_t k = 0; k < heads; ++k)
+    w.heads.push_back({random_matrix(V, V, 0.8f, 10 + k), random_matrix(1, V, 0.5f, 20 + k),
+                       own ? random_matrix(V, V, 1.5f, 30 + k) : row_matrix()});
+  return w;
+}
+
+specdec::eagle_weights eagle(std::size_t v, std::size_t inner) {
+  const auto V = static_cast<Eigen::Index>(v), M = static_cast<Eigen::Index>(inner);
+  return {random_matrix(M, 2 * V, 0.8f, 41), random_matrix(1, M, 0.3f, 42),
+          random_matrix(V, M, 0.8f, 43), random_matrix(1, V, 0.3f, 44), 1.0f, {}};
+}
+
+// The embedding of a vocabulary of v tokens (one matrix per v, kept for the drafters' views).
+const row_matrix& embedding_of(std::size_t v) {
+  static std::vector<row_matrix> made(64);
+  row_matrix& e = made.at(v);
+  if (e.size() == 0) e = random_matrix(static_cast<Eigen::Index>(v), static_cast<Eigen::Index>(v), 1.0f, 50);
+  return e;
+}
+
+specdec::weight_view view(const row_matrix& m) { return {m.data(), m.rows(), m.cols()}; }
+
+// Greedy decoding through `make(capture&)`'s drafter equals plain greedy decoding.
+template <class Make>
+void check_greedy(const table_model_options& t, Make&& make) {
+  hidden_table_model target(t);
+  capture cap(target);
+  auto drafter = make(cap, target);
+  specdec::speculative_decoder decoder(cap, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 50;
+  o.sampling.temperature = 0.0f;
+  for (const std::vector<token_id>& prompt : {std::vector<token_id>{4, 1, 7},
+                                              std::vector<token_id>{3},
+                                              std::vector<token_id>{2, 2, 9, 5, 0}}) {
+    table_model plain(t);
+    const auto want = specdec::generate_autoregressive(plain, prompt, o).tokens;
+    for (std::size_t k : {1, 2, 4}) {
+      o.tree.clear();
+      o.draft_length = k;
+      CHECK(decoder.generate(prompt, o).tokens == want);
+    }
+    for (const auto& shape : std::vector<std::vector<std::size_t>>{{2, 2}, {3, 1, 1}, {4, 2, 2}}) {
+      o.tree = shape;
+      const auto r = decoder.generate(prompt, o);
+      CHECK(r.tokens == want);
+      CHECK(cap.size() + 1 == decoder.history().size());
+    }
+  }
+}
+
+// The joint law of the first three tokens equals the target's.
+template <class Make>
+void check_sampled(Make&& make, const std::vector<std::size_t>& shape, std::size_t k,
+                   candidate_draw draw, int trials) {
+  const table_model_options t{.vocab_size = 5, .order = 3, .seed = 21, .scale = 1.5f};
+  hidden_table_model target(t);
+  capture cap(target);
+  auto drafter = make(cap, target);
+  specdec::speculative_decoder decoder(cap, drafter);
+  const std::vector<token_id> prompt{1, 2};
+  specdec::sampling_params sp;
+  sp.temperature = 0.9f;
+  sp.top_k = 4;
+  const auto expected = specdec::test::exact_joint(table_model(t), prompt, 3, sp);
+  specdec::generate_options o;
+  o.tree = shape;
+  o.draft_length = k;
+  o.tree_draw = draw;
+  o.sampling = sp;
+  const auto got = specdec::test::sample_first_three(decoder, prompt, o, 5, trials, 7);
+  const auto chi = specdec::test::chi_square(got.counts, expected);
+  INFO(chi.describe());
+  CHECK(chi.pass());
+  CHECK(got.accepted > 0);
+}
+
+auto make_medusa(std::size_t heads, bool own, specdec::medusa_drafter_options o = {}) {
+  return [=](capture& cap, hidden_table_model& target) {
+    return specdec::medusa_drafter(cap, medusa(target.vocab_size(), heads, own),
+                                   view(target.classifier()), o);
+  };
+}
+
+auto make_eagle(specdec::eagle_drafter_options o = {}) {
+  return [=](capture& cap, hidden_table_model& target) {
+    return specdec::eagle_drafter(cap, eagle(target.vocab_size(), 16), view(target.classifier()),
+                                  view(embedding_of(target.vocab_size())), o);
+  };
+}
+
+}  // namespace
+
+TEST_CASE("hidden_capture: keeps the rows of the committed positions") {
+  const table_model_options t{.vocab_size = 7, .order = 3, .seed = 3};
+  hidden_table_model target(t);
+  capture cap(target);
+  std::vector<float> logits(4 * 7);
+  const std::vector<token_id> seq{1, 5, 2, 6};
+  cap.append(seq, logits);
+  cap.truncate(2);
+  const std::vector<token_id> tail{3, 4};
+  cap.append(tail, std::span<float>(logits).first(14));
+  const std::vector<token_id> now{1, 5, 3, 4};
+  REQUIRE(cap.size() == 4);
+  CHECK(std::vector<token_id>(cap.tokens().begin(), cap.tokens().end()) == now);
+  std::vector<float> want(7);
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    table_model(t).next_logits(std::span<const token_id>(now).first(i + 1), want);
+    const auto row = cap.hidden(i);
+    REQUIRE(row.size() == 7);
+    for (std::size_t j = 0; j < 7; ++j) CHECK(row[j] == want[j]);
+  }
+  SECTION("a model used behind its back has no rows until truncated away") {
+    std::vector<float> one(7), h(7);
+    target.append(std::span<const token_id>(now).first(1), one, h);
+    CHECK(cap.hidden(4).empty());
+    cap.truncate(4);
+    CHECK(cap.hidden(3).size() == 7);
+  }
+}
+
+TEST_CASE("hidden_capture: the conformance kit's hidden-row check passes on the test model") {
+  auto rep = specdec::testing::run_all([] {
+    return hidden_table_model({.vocab_size = 9, .order = 3, .seed = 5});
+  });
+  INFO(rep.message);
+  CHECK(rep.ok);
+  CHECK(rep.message.find("hidden_rows") != std::string::npos);
+}
+
+TEST_CASE("medusa_drafter: sparse trees keep the most probable rank paths, breadth first") {
+  const std::vector<std::size_t> branching{3, 2};
+  const double acc[2][3] = {{0.6, 0.2, 0.1}, {0.5, 0.2, 0.0}};
+  const auto tree = specdec::detail::best_rank_tree(
+      branching, 4, [&](std::size_t j, std::size_t r) { return acc[j][r]; });
+  REQUIRE(tree.size() == 4);  // 0 (.6), 0-0 (.3), 1 (.2), 0-1 (.12); not 2 (.1)
+  CHECK((tree[0].parent == -1 && tree[0].rank == 0));
+  CHECK((tree[1].parent == -1 && tree[1].rank == 1));
+  CHECK((tree[2].parent == 0 && tree[2].rank == 0 && tree[2].depth == 2));
+  CHECK((tree[3].parent == 0 && tree[3].rank == 1));
+}
+
+TEST_CASE("medusa_drafter: greedy decoding with heads equals greedy decoding") {
+  const table_model_options t{.vocab_size = 12, .order = 2, .seed = 8};
+  check_greedy(t, make_medusa(3, false));
+  check_greedy(t, make_medusa(4, true, {.max_nodes = 5}));
+}
+
+TEST_CASE("eagle_drafter: greedy decoding with the predictor equals greedy decoding") {
+  const table_model_options t{.vocab_size = 12, .order = 2, .seed = 8};
+  check_greedy(t, make_eagle());
+  check_greedy(t, make_eagle({.max_nodes = 6, .expand = 2}));
+}
+
+TEST_CASE("medusa_drafter: sampled decoding keeps the target's joint law") {
+  const int trials = 20000;
+  SECTION("chain, drawn from the heads") { check_sampled(make_medusa(3, true), {}, 3, candidate_draw::iid, trials); }
+  SECTION("chain, top candidates") {
+    check_sampled(make_medusa(3, true, {.candidates = head_candidates::top}), {}, 3,
+                  candidate_draw::iid, trials);
+  }
+  SECTION("tree, i.i.d.") { check_sampled(make_medusa(2, false), {3, 2}, 0, candidate_draw::iid, trials); }
+  SECTION("sparse tree, without replacement") {
+    check_sampled(make_medusa(2, true, {.max_nodes = 4}), {3, 2}, 0,
+                  candidate_draw::without_replacement, trials);
+  }
+  SECTION("tree, top candidates") {
+    check_sampled(make_medusa(2, true, {.max_nodes = 5, .candidates = head_candidates::top}),
+                  {3, 2}, 0, candidate_draw::iid, trials);
+  }
+}
+
+TEST_CASE("eagle_drafter: sampled decoding keeps the target's joint law") {
+  const int trials = 20000;
+  SECTION("chain, drawn") { check_sampled(make_eagle(), {}, 3, candidate_draw::iid, trials); }
+  SECTION("chain, top") {
+    check_sampled(make_eagle({.candidates = head_candidates::top}), {}, 3, candidate_draw::iid,
+                  trials);
+  }
+  SECTION("tree, without replacement, budget") {
+    check_sampled(make_eagle({.max_nodes = 5, .expand = 2}), {3, 2, 2}, 0,
+                  candidate_draw::without_replacement, trials);
+  }
+  SECTION("tree, i.i.d.") {
+    check_sampled(make_eagle({.expand = 1}), {2, 2}, 0, candidate_draw::iid, trials);
+  }
+  SECTION("tree, top candidates, re-ranked") {
+    check_sampled(make_eagle({.max_nodes = 5, .expand = 2, .candidates = head_candidates::top}),
+                  {3, 2, 2}, 0, candidate_draw::iid, trials);
+  }
+}
+
+TEST_CASE("heads drafters: bad input") {
+  const table_model_options t{.vocab_size = 6, .order = 3, .seed = 2};
+  hidden_table_model target(t);
+  capture cap(target);
+  SECTION("weights of another width") {
+    auto w = medusa(7, 2, false);
+    REQUIRE_THROWS_WITH(specdec::medusa_drafter(cap, w, view(target.classifier())),
+                        "medusa_weights: heads[0].w is 7 x 7, expected the hidden width 6 x 6");
+    REQUIRE_THROWS_WITH(
+        specdec::eagle_drafter(cap, eagle(7, 4), view(target.classifier()), view(embedding_of(6))),
+        "eagle_weights: w1 has 14 columns, expected 2 x hidden width = 12");
+  }
+  SECTION("NaN in a hidden row: a clear error, then the decoder still works") {
+    specdec::medusa_drafter drafter(cap, medusa(6, 2, false), view(target.classifier()));
+    specdec::speculative_decoder decoder(cap, drafter);
+    specdec::generate_options o;
+    o.max_new_tokens = 20;
+    o.sampling.temperature = 0.0f;
+    const std::vector<token_id> prompt{1, 2, 3};
+    target.nan_at = 1;
+    REQUIRE_THROWS_WITH(decoder.generate(prompt, o),
+                        "medusa_drafter: the target's hidden row at position 1 is not finite "
+                        "(NaN or inf)");
+    target.nan_at = static_cast<std::size_t>(-1);
+    table_model plain(t);
+    const std::vector<token_id> other{1, 4, 3};  // position 1 is computed again
+    CHECK(decoder.generate(other, o).tokens ==
+          specdec::generate_autoregressive(plain, other, o).tokens);
+  }
+}
