@@ -9,6 +9,7 @@
 #include <iostream>
 #include <iterator>
 #include <llama2c/checkpoint_writer.hpp>
+#include <llama2c/heads_file.hpp>
 #include <specdec/math/rng.hpp>
 #include <string>
 #include <vector>
@@ -113,6 +114,28 @@ int main(int argc, char** argv) {
         std::string("\x02\x03\x03\x01\x02\x03\x02\x01\x02\x04", 10));
   write(dir / "token_tree_fuzz", "arrays",
         std::string("\x00\x05\x01\x02\x03\x04\x05\x00\x00\x01\x01\x00", 12));
+  // A valid heads file of each kind (mode byte 0), and structured headers (odd mode bytes).
+  {
+    l2::heads_record m;
+    m.hidden = 3;
+    m.vocab = 5;
+    m.accuracy = specdec::row_matrix::Constant(2, 3, 0.2f);
+    for (int k = 0; k < 2; ++k)
+      m.medusa.heads.push_back({specdec::row_matrix::Constant(3, 3, 0.1f),
+                                specdec::prob_row::Constant(3, 0.2f),
+                                specdec::row_matrix::Constant(5, 3, 0.3f)});
+    const auto mb = l2::heads_bytes(m);
+    write(dir / "heads_fuzz", "medusa", std::string(1, '\0') + std::string(mb.begin(), mb.end()));
+    l2::heads_record e;
+    e.kind = l2::heads_kind::eagle;
+    e.hidden = 2;
+    e.vocab = 4;
+    e.eagle = {specdec::row_matrix::Constant(3, 4, 0.1f), specdec::prob_row::Constant(3, 0.0f),
+               specdec::row_matrix::Constant(2, 3, 0.2f), specdec::prob_row::Constant(2, 0.1f), 1.0f, {}};
+    const auto eb = l2::heads_bytes(e);
+    write(dir / "heads_fuzz", "eagle", std::string(1, '\0') + std::string(eb.begin(), eb.end()));
+    write(dir / "heads_fuzz", "structured", std::string("\x01\x00\x02\x03\x01\x01\x02\x02\x03", 9));
+  }
   std::cout << "seeds written to " << dir.string() << "\n";
   return 0;
 }

@@ -11,7 +11,7 @@ secs=${1:?usage: fuzz/run.sh SECONDS [BUILD_DIR]}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${2:-$root/build/fuzz}
 work=$build/fuzz-work
-targets=${SPECDEC_FUZZ_TARGETS:-checkpoint_fuzz tokenizer_fuzz ngram_drafter_fuzz token_tree_fuzz}
+targets=${SPECDEC_FUZZ_TARGETS:-checkpoint_fuzz tokenizer_fuzz ngram_drafter_fuzz token_tree_fuzz heads_fuzz}
 
 "$build/fuzz/fuzz_seeds" "$work/seeds" > /dev/null
 status=0

@@ -44,7 +44,7 @@ struct usage_error : std::invalid_argument {
 
 /// Who drafts: nothing (plain decoding), the target's first L layers, a second checkpoint, or
 /// n-gram prompt lookup.
-enum class draft_kind { none, layers, model, ngram };
+enum class draft_kind { none, layers, model, ngram, heads };
 
 /// Largest -k: a draft is appended to the target in one call and acceptance decays geometrically
 /// with the position, so longer drafts only cost. (It also keeps N x K of --ngram-candidates far
@@ -71,6 +71,10 @@ struct cli_options {
   std::string draft_model;              ///< PATH of model:PATH or -md
   bool ngram_first = false;  ///< ngram+layers:L | ngram+model:PATH: prompt lookup first, the
                              ///< model only when it has nothing (specdec::composed_drafter)
+  std::string draft_heads;              ///< FILE of heads:FILE (Medusa or EAGLE-style heads)
+  std::size_t heads_nodes = 0;          ///< heads trees: at most this many nodes (0 = the shape)
+  std::size_t heads_expand = 4;         ///< EAGLE trees: nodes expanded per level (0 = all)
+  bool heads_sampled = true;            ///< heads under sampling: drawn candidates (else top)
   std::size_t k = 4;                    ///< draft tokens per target call (--draft-max)
   std::size_t draft_min = 0;            ///< chains shorter than this are not verified (0 = off)
   specdec::ngram_options ngram{.min_ngram = 2, .max_ngram = 4, .max_draft = 4};
@@ -171,7 +175,8 @@ class cli_parser {
     draft_ = text("--draft", draft_text_,
                   "none | layers:L (the model's first L layers) | model:PATH | ngram | "
                   "ngram+layers:L or ngram+model:PATH (prompt lookup first, the model when it "
-                  "has nothing) (default layers:3)",
+                  "has nothing) | heads:FILE (trained draft heads, specdec-train-heads) (default "
+                  "layers:3)",
                   d, "D");
     model_draft_ =
         text("--model-draft", model_draft_text_,
@@ -195,6 +200,18 @@ class cli_parser {
     replacement_ =
         text("--replacement", replacement_text_,
              "with | without: how a sampled tree draws candidates (default with)", d, "R");
+    heads_nodes_ = text("--heads-nodes", heads_nodes_text_,
+                        "heads:FILE with --tree: at most N tree nodes, the most promising "
+                        "(default 0 = the whole shape)",
+                        d, "N");
+    heads_expand_ = text("--heads-expand", heads_expand_text_,
+                         "EAGLE-style heads with --tree: nodes expanded per level (default 4, "
+                         "0 = all)",
+                         d, "N");
+    heads_candidates_ = text("--heads-candidates", heads_candidates_text_,
+                             "sampled | top: heads' candidates under sampling, drawn from the "
+                             "heads' distributions or their most likely tokens (default sampled)",
+                             d, "C");
     verification_ = text("--verification", verification_text_,
                          "token | block: how a sampled chain is verified, token by token or as "
                          "a block (Sun et al. 2025; never fewer tokens per call); default token",
@@ -427,14 +444,39 @@ class cli_parser {
         bad(draft_, c.draft_text, "L in layers:L is not a whole number");
       if (v == 0) bad(draft_, c.draft_text, "L in layers:L must be >= 1");
       c.draft_layers = static_cast<std::size_t>(v);  // above the layer count: refused on loading
+    } else if (d.starts_with("heads:")) {
+      c.draft = draft_kind::heads;
+      c.draft_heads = d.substr(6);
+      if (c.draft_heads.empty()) bad(draft_, c.draft_text, "the path in heads:FILE is empty");
     } else if (d.starts_with("model:")) {
       c.draft = draft_kind::model;
       c.draft_model = d.substr(6);
       if (c.draft_model.empty()) bad(draft_flag, c.draft_text, "the path in model:PATH is empty");
     } else {
-      bad(draft_, c.draft_text, "is not none, layers:L, model:PATH or ngram");
+      bad(draft_, c.draft_text, "is not none, layers:L, model:PATH, ngram or heads:FILE");
     }
     if (c.draft != draft_kind::layers) c.draft_layers = 0;
+    const bool heads_flags = given(heads_nodes_) || given(heads_expand_) || given(heads_candidates_);
+    if (heads_flags && c.draft != draft_kind::heads) {
+      const CLI::Option* o = given(heads_nodes_)    ? heads_nodes_
+                             : given(heads_expand_) ? heads_expand_
+                                                    : heads_candidates_;
+      throw usage_error(typed(o) + ": needs --draft heads:FILE");
+    }
+    if (given(heads_nodes_))
+      c.heads_nodes = whole_at_most(heads_nodes_, heads_nodes_text_, specdec::max_tree_nodes,
+                                    "the tree bound max_tree_nodes");
+    if (given(heads_expand_))
+      c.heads_expand = whole_at_most(heads_expand_, heads_expand_text_, specdec::max_tree_nodes,
+                                     "the tree bound max_tree_nodes");
+    if (given(heads_candidates_)) {
+      if (heads_candidates_text_ == "sampled")
+        c.heads_sampled = true;
+      else if (heads_candidates_text_ == "top")
+        c.heads_sampled = false;
+      else
+        bad(heads_candidates_, heads_candidates_text_, "is not sampled or top");
+    }
 
     if (given(k_))
       c.k = whole_at_most(k_, k_text_, max_draft_length, "the largest draft (max_draft_length)");
@@ -523,11 +565,13 @@ class cli_parser {
   std::vector<std::string> args_;
   CLI::Option *model_, *tokenizer_, *ctx_, *threads_, *prompt_, *file_, *n_, *temp_, *top_k_,
       *top_p_, *min_p_, *seed_, *draft_, *model_draft_, *k_, *draft_min_, *ngram_min_, *ngram_max_,
-      *candidates_, *tree_, *replacement_, *verification_;
+      *candidates_, *tree_, *replacement_, *verification_, *heads_nodes_, *heads_expand_,
+      *heads_candidates_;
   std::string model_text_, tokenizer_text_, ctx_text_, threads_text_, prompt_text_, file_text_,
       n_text_, temp_text_, top_k_text_, top_p_text_, min_p_text_, seed_text_, draft_text_,
       model_draft_text_, k_text_, draft_min_text_, ngram_min_text_, ngram_max_text_,
-      candidates_text_, tree_text_, replacement_text_, verification_text_;
+      candidates_text_, tree_text_, replacement_text_, verification_text_, heads_nodes_text_,
+      heads_expand_text_, heads_candidates_text_;
   bool quiet_ = false, json_ = false, compare_plain_ = false;
 };
 

@@ -40,6 +40,8 @@ inline const char* draft_kind_name(draft_kind d) {
       return "model";
     case draft_kind::ngram:
       return "ngram";
+    case draft_kind::heads:
+      return "heads";
   }
   return "unknown";
 }
@@ -63,6 +65,12 @@ inline nlohmann::ordered_json options_json(const cli_options& c) {
   d["spec"] = c.draft_text;
   if (c.draft == draft_kind::layers) d["layers"] = c.draft_layers;
   if (c.draft == draft_kind::model) d["model"] = c.draft_model;
+  if (c.draft == draft_kind::heads) {
+    d["heads"] = c.draft_heads;
+    d["heads_nodes"] = c.heads_nodes;
+    d["heads_expand"] = c.heads_expand;
+    d["heads_candidates"] = c.heads_sampled ? "sampled" : "top";
+  }
   d["draft_max"] = c.k;
   d["draft_min"] = c.draft_min;
   if (c.draft == draft_kind::ngram || c.ngram_first)

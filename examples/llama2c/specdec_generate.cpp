@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "llama2c/cli.hpp"
+#include "llama2c/heads_file.hpp"
 #include "llama2c/min_draft.hpp"
 #include "llama2c/model.hpp"
 #include "llama2c/report.hpp"
@@ -83,9 +84,10 @@ void check_room(std::size_t prompt_tokens, std::size_t context, std::size_t seq_
                           std::to_string(context) + " tokens, so nothing can be generated: " + fix);
 }
 
-template <class Drafter>
-int run(const l2::cli_options& c, const loaded& info, l2::model& target, Drafter& drafter,
-        const l2::tokenizer& tok, std::size_t (*dropped)(const Drafter&)) {
+// `target` is the engine itself, or a view of it (hidden_capture, for draft heads).
+template <class Target, class Drafter>
+int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, Target& target,
+        Drafter& drafter, const l2::tokenizer& tok, std::size_t (*dropped)(const Drafter&)) {
   specdec::speculative_decoder decoder(target, drafter);
   const auto prompt = tok.encode(info.prompt);
   check_room(prompt.size(), target.max_size(), info.seq_len);
@@ -161,7 +163,7 @@ int run(const l2::cli_options& c, const loaded& info, l2::model& target, Drafter
         {"prompt_tokens", prompt.size()},
         {"max_new_tokens", o.max_new_tokens}};
     report["options"] = l2::options_json(c);
-    report["model"] = {{"dim", target.cfg().dim},           {"n_layers", target.cfg().n_layers},
+    report["model"] = {{"dim", engine.cfg().dim},           {"n_layers", engine.cfg().n_layers},
                        {"vocab_size", target.vocab_size()}, {"seq_len", info.seq_len},
                        {"context", target.max_size()},      {"bytes", info.bytes},
                        {"load_seconds", info.load_seconds}, {"threads", info.threads}};
@@ -204,22 +206,22 @@ int run(const l2::cli_options& c, const loaded& info, l2::model& target, Drafter
   return 0;
 }
 
-template <class Inner>
-int run_wrapped(const l2::cli_options& c, const loaded& info, l2::model& target, Inner& inner,
-                const l2::tokenizer& tok) {
+template <class Inner, class Target = l2::model>
+int run_wrapped(const l2::cli_options& c, const loaded& info, const l2::model& engine,
+                Target& target, Inner& inner, const l2::tokenizer& tok) {
   if constexpr (!std::is_same_v<Inner, specdec::ngram_drafter>) {
     if (c.ngram_first) {  // --draft ngram+...: prompt lookup first, `inner` when it has nothing
       specdec::ngram_drafter lookup(c.ngram);
       specdec::composed_drafter composed(lookup, inner);
       l2::min_length_drafter<decltype(composed)> drafter(composed, c.draft_min);
       return run(
-          c, info, target, drafter, tok,
+          c, info, engine, target, drafter, tok,
           +[](const l2::min_length_drafter<decltype(composed)>& d) { return d.dropped(); });
     }
   }
   l2::min_length_drafter<Inner> drafter(inner, c.draft_min);
   return run(
-      c, info, target, drafter, tok,
+      c, info, engine, target, drafter, tok,
       +[](const l2::min_length_drafter<Inner>& d) { return d.dropped(); });
 }
 
@@ -248,23 +250,42 @@ int generate(const l2::cli_options& c) {
     case l2::draft_kind::none: {
       specdec::no_drafter none;
       return run(
-          c, info, target, none, tok, +[](const specdec::no_drafter&) { return std::size_t{0}; });
+          c, info, target, target, none, tok, +[](const specdec::no_drafter&) { return std::size_t{0}; });
     }
     case l2::draft_kind::ngram: {
       specdec::ngram_drafter lookup(c.ngram);
-      return run_wrapped(c, info, target, lookup, tok);
+      return run_wrapped(c, info, target, target, lookup, tok);
     }
     case l2::draft_kind::layers: {
       l2::layer_skip_draft draft_model(target, c.draft_layers);
       specdec::model_drafter drafter(draft_model);
-      return run_wrapped(c, info, target, drafter, tok);
+      return run_wrapped(c, info, target, target, drafter, tok);
     }
     case l2::draft_kind::model: {
       // The draft's context is the target's: the decoder keeps both at the same length.
       l2::model draft_model(l2::load_checkpoint(c.draft_model),
                             {.max_context = target.max_size(), .pool = pool});
       specdec::model_drafter drafter(draft_model);
-      return run_wrapped(c, info, target, drafter, tok);
+      return run_wrapped(c, info, target, target, drafter, tok);
+    }
+    case l2::draft_kind::heads: {
+      // The decoder drives the capture, which keeps the hidden rows the heads start from.
+      specdec::hidden_capture<l2::model> capture(target);
+      auto heads = l2::read_heads(c.draft_heads);
+      l2::fit_heads(heads, target.cfg(), c.draft_heads);
+      const auto candidates =
+          c.heads_sampled ? specdec::head_candidates::sampled : specdec::head_candidates::top;
+      const auto& w = *target.shared_weights();
+      if (!c.quiet && !c.json) std::printf("%s\n\n", l2::heads_summary(heads).c_str());
+      if (heads.kind == l2::heads_kind::medusa) {
+        specdec::medusa_drafter drafter(capture, std::move(heads.medusa), w.classifier(),
+                                        {.max_nodes = c.heads_nodes, .candidates = candidates});
+        return run_wrapped(c, info, target, capture, drafter, tok);
+      }
+      specdec::eagle_drafter drafter(
+          capture, std::move(heads.eagle), w.classifier(), w.token_embedding(),
+          {.max_nodes = c.heads_nodes, .expand = c.heads_expand, .candidates = candidates});
+      return run_wrapped(c, info, target, capture, drafter, tok);
     }
   }
   return 1;

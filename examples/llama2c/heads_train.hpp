@@ -1,0 +1,457 @@
+// llama2c/heads_train.hpp - trains draft heads on text the target generates itself
+// (self-distillation): the corpus, the losses with their hand-written gradients (checked against
+// finite differences in tests/llama2c/heads_train_test.cpp), Adam, and the held-out accuracy.
+//
+// Medusa head k on the hidden row h_t learns the token at t + k + 2 (cross-entropy); the
+// EAGLE-style predictor learns h_{t+1} from (h_t, embedding of token t+1): cross-entropy of the
+// target's classifier on its prediction against token t + 2, plus `regression` x the squared
+// error of the predicted hidden row.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <numeric>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+#include <specdec/math/rng.hpp>
+#include <specdec/math/sample.hpp>
+#include <specdec/math/softmax.hpp>
+
+#include "llama2c/heads_file.hpp"
+#include "llama2c/model.hpp"
+
+namespace specdec::llama2c::train {
+
+template <class S>
+using mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// ---------------------------------------------------------------------------------------------
+// Losses and gradients (generic in the scalar so that tests can check them in double).
+
+/// SiLU and its derivative, elementwise.
+template <class S>
+mat<S> silu(const mat<S>& z) {
+  return (z.array() / (S(1) + (-z.array()).exp())).matrix();
+}
+template <class S>
+mat<S> silu_grad(const mat<S>& z) {
+  const auto sig = (S(1) / (S(1) + (-z.array()).exp()));
+  return (sig * (S(1) + z.array() * (S(1) - sig))).matrix();
+}
+
+/// Row-wise softmax, in place.
+template <class S>
+void softmax_rows(mat<S>& l) {
+  for (Eigen::Index i = 0; i < l.rows(); ++i) {
+    l.row(i).array() -= l.row(i).maxCoeff();
+    l.row(i) = l.row(i).array().exp().matrix();
+    l.row(i) /= l.row(i).sum();
+  }
+}
+
+/// Mean cross-entropy of softmax(logits) against labels (-1: skipped) and, in `dlogits`, its
+/// gradient. Returns {loss sum, counted rows}.
+template <class S>
+std::pair<S, std::size_t> cross_entropy(mat<S> logits, std::span<const int> labels,
+                                        mat<S>& dlogits) {
+  softmax_rows(logits);
+  S loss = 0;
+  std::size_t n = 0;
+  dlogits = logits;
+  for (Eigen::Index i = 0; i < logits.rows(); ++i) {
+    const int y = labels[static_cast<std::size_t>(i)];
+    if (y < 0) {
+      dlogits.row(i).setZero();
+      continue;
+    }
+    loss -= std::log(std::max(logits(i, y), S(1e-30)));
+    dlogits(i, y) -= S(1);
+    ++n;
+  }
+  return {loss, n};
+}
+
+/// One Medusa head's parameters: r = x + SiLU(x W^T + b), logits = r C^T (C empty: shared).
+template <class S>
+struct medusa_params {
+  mat<S> w, b, c;
+};
+
+/// Mean cross-entropy of a head over the rows of `x` (n x d) against `labels` (n; -1 skipped),
+/// with the shared classifier `shared` when p.c is empty; adds the gradients to `g` (same
+/// shapes as p) when given.
+template <class S>
+S medusa_loss(const medusa_params<S>& p, const mat<S>& x, std::span<const int> labels,
+              const mat<S>& shared, medusa_params<S>* g) {
+  const mat<S>& c = p.c.size() ? p.c : shared;
+  const mat<S> z = (x * p.w.transpose()).rowwise() + p.b.row(0);
+  const mat<S> r = x + silu(z);
+  mat<S> dl;
+  auto [loss, n] = cross_entropy<S>(r * c.transpose(), labels, dl);
+  if (n == 0) return S(0);
+  dl /= static_cast<S>(n);
+  if (g) {
+    if (p.c.size()) g->c += dl.transpose() * r;
+    const mat<S> dz = (dl * c).cwiseProduct(silu_grad(z));
+    g->w += dz.transpose() * x;
+    g->b += dz.colwise().sum();
+  }
+  return loss / static_cast<S>(n);
+}
+
+/// The EAGLE-style predictor's parameters (eagle_head.hpp): f' = f + SiLU([f, e] W1^T + b1) W2^T + b2.
+template <class S>
+struct eagle_params {
+  mat<S> w1, b1, w2, b2;
+};
+
+/// Mean over the rows of: cross-entropy of (f' C^T) against `labels` + `regression` x
+/// |f' - target|^2; f, e, target are n x d. Adds the gradients to `g` when given.
+template <class S>
+S eagle_loss(const eagle_params<S>& p, const mat<S>& f, const mat<S>& e, const mat<S>& target,
+             std::span<const int> labels, const mat<S>& classifier, S regression,
+             eagle_params<S>* g) {
+  const Eigen::Index d = f.cols();
+  mat<S> u(f.rows(), 2 * d);
+  u << f, e;
+  const mat<S> z = (u * p.w1.transpose()).rowwise() + p.b1.row(0);
+  const mat<S> s = silu(z);
+  const mat<S> next = (f + s * p.w2.transpose()).rowwise() + p.b2.row(0);
+  mat<S> dl;
+  auto [ce, n] = cross_entropy<S>(next * classifier.transpose(), labels, dl);
+  const S rows = static_cast<S>(f.rows());
+  const mat<S> diff = next - target;
+  const S loss = ce / rows + regression * diff.squaredNorm() / rows;
+  (void)n;
+  if (g) {
+    const mat<S> dnext = (dl * classifier + S(2) * regression * diff) / rows;
+    g->w2 += dnext.transpose() * s;
+    g->b2 += dnext.colwise().sum();
+    const mat<S> dz = (dnext * p.w2).cwiseProduct(silu_grad(z));
+    g->w1 += dz.transpose() * u;
+    g->b1 += dz.colwise().sum();
+  }
+  return loss;
+}
+
+/// Adam (Kingma & Ba) on a list of matrices.
+struct adam {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  std::vector<mat<float>> m, v;
+  std::size_t t = 0;
+  void step(std::span<mat<float>* const> params, std::span<mat<float>* const> grads) {
+    if (m.empty())
+      for (auto* p : params) {
+        m.push_back(mat<float>::Zero(p->rows(), p->cols()));
+        v.push_back(mat<float>::Zero(p->rows(), p->cols()));
+      }
+    ++t;
+    const float c1 = 1.0f - std::pow(beta1, static_cast<float>(t));
+    const float c2 = 1.0f - std::pow(beta2, static_cast<float>(t));
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      m[i] = beta1 * m[i] + (1.0f - beta1) * *grads[i];
+      v[i] = beta2 * v[i] + (1.0f - beta2) * grads[i]->cwiseAbs2();
+      params[i]->array() -=
+          lr * (m[i].array() / c1) / ((v[i].array() / c2).sqrt() + eps);
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// The corpus: text the target generates, with its hidden rows.
+
+struct corpus_options {
+  std::size_t sequences = 1200;  ///< generated sequences (each up to the model's seq_len)
+  std::vector<float> temperatures{0.0f, 0.5f, 1.0f};  ///< cycled per sequence
+  std::size_t random_prefix = 4;  ///< sequence i starts with 1 + i % this tokens at temperature 1
+  std::uint64_t seed = 1;
+};
+
+/// One generated sequence: its tokens (BOS first) and the hidden row at each position.
+struct sequence {
+  std::vector<token_id> tokens;
+  mat<float> hidden;  ///< tokens.size() x d (row t: after tokens[0..t])
+};
+
+/// Generates `o.sequences` sequences from BOS on `m` (one token per append, the hidden rows from
+/// the same calls). Stops a sequence at EOS/BOS or the model's context. Deterministic for a seed.
+inline std::vector<sequence> generate_corpus(model& m, const corpus_options& o,
+                                             const std::function<void(std::size_t)>& progress = {}) {
+  std::vector<sequence> out;
+  const std::size_t v = m.vocab_size(), d = m.hidden_size(), len = m.max_size();
+  std::vector<float> logits(v), probs(v), hidden(d);
+  rng gen(o.seed);
+  for (std::size_t s = 0; s < o.sequences; ++s) {
+    m.truncate(0);
+    sequence seq;
+    seq.tokens.push_back(1);  // BOS
+    seq.hidden.resize(static_cast<Eigen::Index>(len), static_cast<Eigen::Index>(d));
+    const float temp = o.temperatures.empty() ? 1.0f : o.temperatures[s % o.temperatures.size()];
+    const std::size_t prefix = 1 + (o.random_prefix ? s % o.random_prefix : 0);
+    while (true) {
+      const std::size_t t = seq.tokens.size() - 1;
+      m.append(std::span<const token_id>(&seq.tokens[t], 1), logits, hidden);
+      seq.hidden.row(static_cast<Eigen::Index>(t)) =
+          Eigen::Map<const Eigen::RowVectorXf>(hidden.data(), static_cast<Eigen::Index>(d));
+      if (seq.tokens.size() >= len) break;
+      const float tt = t < prefix ? 1.0f : temp;
+      token_id next;
+      if (tt == 0.0f) {
+        next = argmax(std::span<const float>(logits));
+      } else {
+        softmax(logits, probs, tt);
+        next = sample(std::span<const float>(probs), gen);
+      }
+      if (next == 1 || next == 2) break;
+      seq.tokens.push_back(next);
+    }
+    seq.hidden.conservativeResize(static_cast<Eigen::Index>(seq.tokens.size()), Eigen::NoChange);
+    out.push_back(std::move(seq));
+    if (progress) progress(s + 1);
+  }
+  m.truncate(0);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Training.
+
+struct train_options {
+  heads_kind kind = heads_kind::medusa;
+  std::size_t heads = 4;            ///< medusa
+  bool own_classifier = true;       ///< medusa: own classifiers (from the target's) or shared
+  std::size_t inner = 256;          ///< eagle: the MLP's width
+  float regression = 0.1f;          ///< eagle: weight of the hidden-state error
+  float noise = 0.0f;               ///< eagle: uniform noise +-noise on the input hidden rows
+  std::size_t batch = 256;
+  std::size_t steps = 6000;         ///< Adam steps, at most
+  double seconds = 540.0;           ///< wall-clock bound on the steps (a cap; steps decide)
+  float lr = 2e-3f;
+  std::uint64_t seed = 1;
+  double held_out = 0.1;            ///< fraction of sequences kept for the accuracy
+  std::size_t ranks = 10;           ///< columns of the medusa rank-accuracy table
+  std::size_t depths = 6;           ///< eagle: depths measured
+};
+
+/// What a training run did and measured.
+struct train_report {
+  std::size_t steps = 0, train_positions = 0, held_out_positions = 0;
+  double seconds = 0.0;
+  float last_loss = 0.0f;
+  std::vector<float> top1, top5;  ///< per head (medusa) or per depth (eagle), held out
+};
+
+namespace detail {
+// Positions usable as examples: (sequence, t) with token t + 2 in the sequence.
+struct example {
+  std::uint32_t seq, t;
+};
+inline std::vector<example> examples(const std::vector<sequence>& c, std::size_t first,
+                                     std::size_t last) {
+  std::vector<example> out;
+  for (std::size_t s = first; s < last; ++s)
+    for (std::size_t t = 0; t + 2 < c[s].tokens.size(); ++t)
+      out.push_back({static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(t)});
+  return out;
+}
+inline void shuffle(std::vector<example>& e, rng& gen) {
+  for (std::size_t i = e.size(); i > 1; --i) {
+    const auto j = static_cast<std::size_t>(gen() % i);
+    std::swap(e[i - 1], e[j]);
+  }
+}
+// Rank of `label` in `row` (0 = the largest; ties to the lower id), capped at `cap`.
+inline std::size_t rank_of(const Eigen::Ref<const Eigen::RowVectorXf>& row, int label,
+                           std::size_t cap) {
+  const float x = row(label);
+  std::size_t rank = 0;
+  for (Eigen::Index i = 0; i < row.size() && rank < cap; ++i)
+    if (row(i) > x || (row(i) == x && i < label)) ++rank;
+  return rank;
+}
+}  // namespace detail
+
+/**
+ * Trains heads of `o.kind` for `target` on `corpus` and returns them as a heads file's record
+ * (weights, the held-out accuracy table) with `report` filled. Deterministic for a seed when the
+ * step bound ends training; `o.seconds` caps the time. `progress(step, loss)` is called every
+ * 100 steps when given.
+ */
+inline heads_record train_heads(const model& target, const std::vector<sequence>& corpus,
+                                const train_options& o, train_report& report,
+                                const std::function<void(std::size_t, float)>& progress = {}) {
+  const auto started = std::chrono::steady_clock::now();
+  const config& c = target.cfg();
+  const std::size_t d = c.dim, v = c.vocab_size;
+  const auto split = static_cast<std::size_t>(
+      static_cast<double>(corpus.size()) * (1.0 - o.held_out));
+  auto train = detail::examples(corpus, 0, split);
+  const auto held = detail::examples(corpus, split, corpus.size());
+  if (train.empty()) throw std::invalid_argument("train_heads: the corpus has no training examples");
+  report = {};
+  report.train_positions = train.size();
+  report.held_out_positions = held.size();
+  const auto D = static_cast<Eigen::Index>(d), V = static_cast<Eigen::Index>(v);
+  const mat<float> classifier = target.shared_weights()->classifier();
+  const mat<float> embedding = target.shared_weights()->token_embedding();
+  rng gen(o.seed);
+  heads_record rec;
+  rec.kind = o.kind;
+  rec.hidden = d;
+  rec.vocab = v;
+  const bool medusa = o.kind == heads_kind::medusa;
+  const std::size_t outputs = medusa ? o.heads : o.depths;
+
+  std::vector<medusa_params<float>> mp(medusa ? o.heads : 0), mg(mp.size());
+  eagle_params<float> ep, eg;
+  for (auto& p : mp) {
+    p.w = mat<float>::Zero(D, D);
+    p.b = mat<float>::Zero(1, D);
+    if (o.own_classifier) p.c = classifier;
+  }
+  if (!medusa) {
+    const auto M = static_cast<Eigen::Index>(o.inner);
+    ep.w1.resize(M, 2 * D);
+    const float s = 1.0f / std::sqrt(static_cast<float>(2 * d));
+    for (Eigen::Index i = 0; i < ep.w1.size(); ++i)
+      ep.w1.data()[i] = s * static_cast<float>(2.0 * gen.uniform_open() - 1.0) * std::sqrt(3.0f);
+    ep.b1 = mat<float>::Zero(1, M);
+    ep.w2 = mat<float>::Zero(D, M);
+    ep.b2 = mat<float>::Zero(1, D);
+  }
+  std::vector<mat<float>*> params, grads;
+  for (std::size_t k = 0; k < mp.size(); ++k) {
+    mg[k] = {mat<float>::Zero(D, D), mat<float>::Zero(1, D),
+             o.own_classifier ? mat<float>::Zero(V, D) : mat<float>()};
+    params.insert(params.end(), {&mp[k].w, &mp[k].b});
+    grads.insert(grads.end(), {&mg[k].w, &mg[k].b});
+    if (o.own_classifier) {
+      params.push_back(&mp[k].c);
+      grads.push_back(&mg[k].c);
+    }
+  }
+  if (!medusa) {
+    eg = {mat<float>::Zero(ep.w1.rows(), ep.w1.cols()), mat<float>::Zero(1, ep.b1.cols()),
+          mat<float>::Zero(D, ep.w2.cols()), mat<float>::Zero(1, D)};
+    params = {&ep.w1, &ep.b1, &ep.w2, &ep.b2};
+    grads = {&eg.w1, &eg.b1, &eg.w2, &eg.b2};
+  }
+  adam opt;
+  opt.lr = o.lr;
+
+  const std::size_t batch = std::min(o.batch, train.size());
+  mat<float> x(static_cast<Eigen::Index>(batch), D), e(x.rows(), D), tgt(x.rows(), D);
+  std::vector<int> labels(batch);
+  std::size_t cursor = train.size();
+  float loss_avg = 0.0f;
+  for (std::size_t step = 0; step < o.steps; ++step) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (elapsed > o.seconds) break;
+    if (cursor + batch > train.size()) {
+      detail::shuffle(train, gen);
+      cursor = 0;
+    }
+    for (std::size_t i = 0; i < batch; ++i) {
+      const auto [s, t] = train[cursor + i];
+      x.row(static_cast<Eigen::Index>(i)) = corpus[s].hidden.row(t);
+      if (!medusa) {
+        const token_id next = corpus[s].tokens[t + 1];
+        e.row(static_cast<Eigen::Index>(i)) = embedding.row(next);
+        tgt.row(static_cast<Eigen::Index>(i)) = corpus[s].hidden.row(t + 1);
+        labels[i] = corpus[s].tokens[t + 2];
+        if (o.noise > 0.0f)
+          for (Eigen::Index j = 0; j < D; ++j)
+            x(static_cast<Eigen::Index>(i), j) +=
+                o.noise * static_cast<float>(2.0 * gen.uniform_open() - 1.0);
+      }
+    }
+    for (auto* g : grads) g->setZero();
+    float loss = 0.0f;
+    if (medusa) {
+      for (std::size_t k = 0; k < mp.size(); ++k) {
+        for (std::size_t i = 0; i < batch; ++i) {
+          const auto [s, t] = train[cursor + i];
+          const std::size_t at = t + k + 2;
+          labels[i] = at < corpus[s].tokens.size() ? corpus[s].tokens[at] : -1;
+        }
+        loss += medusa_loss<float>(mp[k], x, labels, classifier, &mg[k]);
+      }
+    } else {
+      loss = eagle_loss<float>(ep, x, e, tgt, labels, classifier, o.regression, &eg);
+    }
+    cursor += batch;
+    opt.step(params, grads);
+    loss_avg = step == 0 ? loss : 0.98f * loss_avg + 0.02f * loss;
+    report.steps = step + 1;
+    if (progress && (step + 1) % 100 == 0) progress(step + 1, loss_avg);
+  }
+  report.last_loss = loss_avg;
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  // Held-out accuracy: medusa head k against token t + k + 2; eagle at depth j (its own
+  // predicted features, the text's tokens) against token t + j + 1.
+  const std::size_t ranks = medusa ? o.ranks : 5;
+  row_matrix table = row_matrix::Zero(static_cast<Eigen::Index>(outputs),
+                                      static_cast<Eigen::Index>(std::max<std::size_t>(ranks, 5)));
+  std::vector<std::size_t> counted(outputs, 0);
+  for (const auto& [s, t] : held) {
+    const sequence& q = corpus[s];
+    const Eigen::RowVectorXf h = q.hidden.row(t);
+    Eigen::RowVectorXf f = h;
+    for (std::size_t k = 0; k < outputs; ++k) {
+      const std::size_t at = t + k + 2;
+      if (at >= q.tokens.size()) break;
+      Eigen::RowVectorXf logits;
+      if (medusa) {
+        const Eigen::RowVectorXf z = h * mp[k].w.transpose() + mp[k].b.row(0);
+        const Eigen::RowVectorXf r = h + (z.array() / (1.0f + (-z.array()).exp())).matrix();
+        logits = r * (o.own_classifier ? mp[k].c : classifier).transpose();
+      } else {
+        const Eigen::RowVectorXf emb = embedding.row(q.tokens[at - 1]);
+        Eigen::RowVectorXf u(2 * D);
+        u << f, emb;
+        const Eigen::RowVectorXf z = u * ep.w1.transpose() + ep.b1.row(0);
+        f = f + (z.array() / (1.0f + (-z.array()).exp())).matrix() * ep.w2.transpose() +
+            ep.b2.row(0);
+        logits = f * classifier.transpose();
+      }
+      const std::size_t rank = detail::rank_of(logits, q.tokens[at], static_cast<std::size_t>(table.cols()));
+      if (rank < static_cast<std::size_t>(table.cols()))
+        table(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(rank)) += 1.0f;
+      ++counted[k];
+    }
+  }
+  for (std::size_t k = 0; k < outputs; ++k) {
+    if (counted[k]) table.row(static_cast<Eigen::Index>(k)) /= static_cast<float>(counted[k]);
+    report.top1.push_back(table(static_cast<Eigen::Index>(k), 0));
+    report.top5.push_back(table.row(static_cast<Eigen::Index>(k)).head(5).sum());
+  }
+  rec.accuracy = medusa ? table : row_matrix(table.col(0).transpose());
+  rec.train_tokens = static_cast<std::uint32_t>(report.train_positions);
+  rec.train_seconds = static_cast<float>(report.seconds);
+  if (medusa) {
+    for (auto& p : mp)
+      rec.medusa.heads.push_back({p.w, p.b.row(0), p.c});
+    rec.medusa.rank_accuracy = rec.accuracy;
+  } else {
+    rec.eagle.w1 = ep.w1;
+    rec.eagle.b1 = ep.b1.row(0);
+    rec.eagle.w2 = ep.w2;
+    rec.eagle.b2 = ep.b2.row(0);
+    rec.eagle.depth_accuracy = report.top1;
+  }
+  return rec;
+}
+
+}  // namespace specdec::llama2c::train

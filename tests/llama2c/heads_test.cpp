@@ -1,0 +1,208 @@
+// Draft heads on the real model (aidreams260K) and on a target reshaped from it: the engine's
+// hidden rows pass the conformance kit, training is deterministic for a seed, widened heads
+// compute the same logits, and greedy speculative decoding with Medusa heads or the EAGLE-style
+// predictor equals plain greedy decoding token for token (chains and trees, several prompts).
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+
+#include <llama2c/heads_file.hpp>
+#include <llama2c/heads_train.hpp>
+#include <llama2c/model.hpp>
+#include <llama2c/reshape.hpp>
+#include <llama2c/tokenizer.hpp>
+#include <specdec/decoder.hpp>
+#include <specdec/draft/eagle_drafter.hpp>
+#include <specdec/draft/hidden_capture.hpp>
+#include <specdec/draft/medusa_drafter.hpp>
+#include <specdec/testing.hpp>
+
+namespace fs = std::filesystem;
+namespace l2 = specdec::llama2c;
+using specdec::token_id;
+using namespace llama2c_test;
+
+namespace {
+
+struct temp_dir {
+  fs::path path = fs::temp_directory_path() / ("specdec_heads_test_" + std::to_string(::getpid()));
+  temp_dir() { fs::create_directories(path); }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+};
+
+temp_dir& scratch() {
+  static temp_dir dir;
+  return dir;
+}
+
+std::shared_ptr<const l2::weights> small() {
+  static auto w = l2::load_checkpoint(checkpoint_path);
+  return w;
+}
+
+// aidreams260K reshaped to the 15M shape (dim 288: the heads are widened 64 -> 288).
+std::shared_ptr<const l2::weights> reshaped() {
+  static std::shared_ptr<const l2::weights> w = [] {
+    const fs::path out = scratch().path / "15M.bin";
+    l2::reshape_checkpoint(checkpoint_path, out, l2::shape_named("15M"));
+    return l2::load_checkpoint(out);
+  }();
+  return w;
+}
+
+// Tiny training runs (seconds): heads that agree with the target often enough to be exercised.
+const l2::heads_record& trained(l2::heads_kind kind) {
+  static std::map<l2::heads_kind, l2::heads_record> made;
+  auto it = made.find(kind);
+  if (it != made.end()) return it->second;
+  l2::model m(small(), {.threads = 1});
+  const auto corpus = l2::train::generate_corpus(m, {.sequences = 60, .seed = 3});
+  l2::train::train_report report;
+  l2::train::train_options o;
+  o.kind = kind;
+  o.steps = 150;
+  o.heads = 3;
+  o.inner = 64;
+  return made[kind] = l2::train::train_heads(m, corpus, o, report);
+}
+
+std::vector<std::vector<token_id>> prompts() {
+  const l2::tokenizer tok(tokenizer_path, small()->cfg().vocab_size);
+  return {tok.encode("I dreamed"), tok.encode("The nodes"), tok.encode("A flower of vectors")};
+}
+
+// Greedy decoding with heads (chains and trees) equals plain greedy decoding on `w`.
+void check_greedy(const std::shared_ptr<const l2::weights>& w, l2::heads_kind kind) {
+  l2::model target(w, {.threads = 1}), plain(w, {.threads = 1});
+  specdec::hidden_capture<l2::model> cap(target);
+  auto rec = trained(kind);
+  l2::fit_heads(rec, w->cfg(), "trained");
+  specdec::generate_options o;
+  o.max_new_tokens = 60;
+  o.sampling.temperature = 0.0f;
+  o.stop_tokens = {1, 2};
+  const auto run = [&](auto& drafter) {
+    specdec::speculative_decoder decoder(cap, drafter);
+    std::size_t accepted = 0;
+    for (const auto& prompt : prompts()) {
+      const auto want = specdec::generate_autoregressive(plain, prompt, o).tokens;
+      for (const auto& tree : std::vector<std::vector<std::size_t>>{{}, {3, 2, 2}, {4, 4, 4}}) {
+        o.tree = tree;
+        o.draft_length = 3;
+        const auto r = decoder.generate(prompt, o);
+        INFO("prompt of " << prompt.size() << " tokens, tree of depth " << tree.size());
+        CHECK(r.tokens == want);
+        accepted += r.stats.accepted_tokens;
+      }
+    }
+    CHECK(accepted > 0);
+  };
+  if (kind == l2::heads_kind::medusa) {
+    specdec::medusa_drafter drafter(cap, rec.medusa, w->classifier(), {.max_nodes = 10});
+    run(drafter);
+  } else {
+    specdec::eagle_drafter drafter(cap, rec.eagle, w->classifier(), w->token_embedding(),
+                                   {.max_nodes = 10, .expand = 3});
+    run(drafter);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("heads: the engine's hidden rows pass the conformance kit") {
+  specdec::testing::conformance_options o;
+  o.tolerance = 1e-4f;
+  const auto rep = specdec::testing::run_all([] { return l2::model(small(), {.threads = 1}); }, o);
+  INFO(rep.message);
+  CHECK(rep.ok);
+  CHECK(rep.message.find("ok   hidden_rows") != std::string::npos);
+}
+
+TEST_CASE("heads: the hidden row is the classifier's input") {
+  l2::model m(small(), {.threads = 1});
+  const auto prompt = prompts()[0];
+  std::vector<float> logits(prompt.size() * m.vocab_size()), hidden(prompt.size() * m.hidden_size());
+  m.append(prompt, logits, hidden);
+  const specdec::logits_view h(hidden.data(), static_cast<Eigen::Index>(prompt.size()),
+                               static_cast<Eigen::Index>(m.hidden_size()));
+  const specdec::logits_view l(logits.data(), static_cast<Eigen::Index>(prompt.size()),
+                               static_cast<Eigen::Index>(m.vocab_size()));
+  const specdec::row_matrix again = h * small()->classifier().transpose();
+  CHECK((again - l).cwiseAbs().maxCoeff() < 1e-4f);
+}
+
+TEST_CASE("heads: training is deterministic for a seed, and the file round-trips") {
+  l2::model m(small(), {.threads = 1});
+  const auto corpus = l2::train::generate_corpus(m, {.sequences = 20, .seed = 9});
+  l2::train::train_options o;
+  o.steps = 30;
+  o.heads = 2;
+  l2::train::train_report r1, r2;
+  auto a = l2::train::train_heads(m, corpus, o, r1);
+  auto b = l2::train::train_heads(m, corpus, o, r2);
+  a.train_seconds = b.train_seconds = 0.0f;
+  CHECK(l2::heads_bytes(a) == l2::heads_bytes(b));
+  const fs::path file = scratch().path / "medusa.heads";
+  l2::save_heads(file, a);
+  CHECK(l2::heads_bytes(l2::read_heads(file)) == l2::heads_bytes(a));
+  REQUIRE_THROWS_WITH(l2::read_heads(scratch().path / "none.heads"),
+                      Catch::Contains("none.heads': cannot be read"));
+}
+
+TEST_CASE("heads: widened heads give the small model's head logits on the reshaped target") {
+  for (auto kind : {l2::heads_kind::medusa, l2::heads_kind::eagle}) {
+    auto wide = trained(kind);
+    l2::fit_heads(wide, reshaped()->cfg(), "trained");
+    const auto& narrow = trained(kind);
+    l2::model s(small(), {.threads = 1}), big(reshaped(), {.threads = 1});
+    const auto prompt = prompts()[0];
+    std::vector<float> ls(prompt.size() * s.vocab_size()), hs(prompt.size() * s.hidden_size());
+    std::vector<float> lb(prompt.size() * big.vocab_size()), hb(prompt.size() * big.hidden_size());
+    s.append(prompt, ls, hs);
+    big.append(prompt, lb, hb);
+    const Eigen::Map<const specdec::prob_row> xs(hs.data() + (prompt.size() - 1) * s.hidden_size(),
+                                                 static_cast<Eigen::Index>(s.hidden_size()));
+    const Eigen::Map<const specdec::prob_row> xb(hb.data() + (prompt.size() - 1) * big.hidden_size(),
+                                                 static_cast<Eigen::Index>(big.hidden_size()));
+    specdec::prob_row r, a, b;
+    if (kind == l2::heads_kind::medusa) {
+      for (std::size_t k = 0; k < narrow.medusa.size(); ++k) {
+        specdec::medusa_logits(narrow.medusa, k, xs, small()->classifier(), r, a);
+        specdec::medusa_logits(wide.medusa, k, xb, reshaped()->classifier(), r, b);
+        CHECK((a - b).cwiseAbs().maxCoeff() < 1e-3f);
+      }
+    } else {
+      const auto step = [](const specdec::eagle_weights& e, const auto& x, const l2::weights& w,
+                           token_id t) {
+        specdec::row_matrix z, next;
+        const specdec::row_matrix f = x * e.input_scale;
+        const specdec::row_matrix emb = w.token_embedding().row(t);
+        specdec::eagle_step(e, f, emb, z, next);
+        return specdec::prob_row((next / e.input_scale) * w.classifier().transpose());
+      };
+      a = step(narrow.eagle, xs, *small(), prompt.back());
+      b = step(wide.eagle, xb, *reshaped(), prompt.back());
+      CHECK((a - b).cwiseAbs().maxCoeff() < 1e-3f);
+    }
+  }
+}
+
+TEST_CASE("heads: greedy decoding with Medusa heads equals plain greedy decoding") {
+  SECTION("aidreams260K") { check_greedy(small(), l2::heads_kind::medusa); }
+  SECTION("reshaped to 15M") { check_greedy(reshaped(), l2::heads_kind::medusa); }
+}
+
+TEST_CASE("heads: greedy decoding with the EAGLE-style predictor equals plain greedy decoding") {
+  SECTION("aidreams260K") { check_greedy(small(), l2::heads_kind::eagle); }
+  SECTION("reshaped to 15M") { check_greedy(reshaped(), l2::heads_kind::eagle); }
+}

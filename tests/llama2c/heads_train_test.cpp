@@ -1,0 +1,148 @@
+// The heads trainer's hand-written gradients (llama2c/heads_train.hpp) against central finite
+// differences, in double, for Medusa heads (own and shared classifier) and the EAGLE-style
+// predictor; and the heads file format's refusals on made-up files (no checkpoint needed).
+#include <catch2/catch.hpp>
+#include <llama2c/heads_file.hpp>
+#include <llama2c/heads_train.hpp>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+namespace {
+
+namespace tr = specdec::llama2c::train;
+using dmat = tr::mat<double>;
+
+dmat random(Eigen::Index r, Eigen::Index c, std::uint64_t seed, double scale = 1.0) {
+  specdec::rng g(seed);
+  dmat m(r, c);
+  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = scale * (2.0 * g.uniform_open() - 1.0);
+  return m;
+}
+
+// Largest |analytic - numeric| / max(1, |numeric|) over every entry of `p`.
+double worst(dmat& p, const dmat& analytic, const std::function<double()>& loss) {
+  double w = 0.0;
+  const double h = 1e-6;
+  for (Eigen::Index i = 0; i < p.size(); ++i) {
+    const double keep = p.data()[i];
+    p.data()[i] = keep + h;
+    const double up = loss();
+    p.data()[i] = keep - h;
+    const double down = loss();
+    p.data()[i] = keep;
+    const double numeric = (up - down) / (2 * h);
+    w = std::max(w, std::abs(analytic.data()[i] - numeric) / std::max(1.0, std::abs(numeric)));
+  }
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("heads_train: Medusa gradients match finite differences") {
+  const Eigen::Index d = 5, v = 7, n = 6;
+  const dmat x = random(n, d, 1), shared = random(v, d, 2);
+  const std::vector<int> labels{0, 3, -1, 6, 2, 3};
+  for (bool own : {true, false}) {
+    tr::medusa_params<double> p{random(d, d, 3, 0.5), random(1, d, 4, 0.5),
+                                own ? random(v, d, 5) : dmat()};
+    tr::medusa_params<double> g{dmat::Zero(d, d), dmat::Zero(1, d),
+                                own ? dmat::Zero(v, d) : dmat()};
+    tr::medusa_loss<double>(p, x, labels, shared, &g);
+    const auto loss = [&] { return tr::medusa_loss<double>(p, x, labels, shared, nullptr); };
+    INFO((own ? "own classifier" : "shared classifier"));
+    CHECK(worst(p.w, g.w, loss) < 1e-6);
+    CHECK(worst(p.b, g.b, loss) < 1e-6);
+    if (own) CHECK(worst(p.c, g.c, loss) < 1e-6);
+  }
+}
+
+TEST_CASE("heads_train: EAGLE-style gradients match finite differences") {
+  const Eigen::Index d = 4, v = 6, n = 5, m = 7;
+  const dmat f = random(n, d, 11), e = random(n, d, 12), target = random(n, d, 13),
+             classifier = random(v, d, 14);
+  const std::vector<int> labels{1, 5, 0, 2, 2};
+  tr::eagle_params<double> p{random(m, 2 * d, 15, 0.5), random(1, m, 16, 0.5),
+                             random(d, m, 17, 0.5), random(1, d, 18, 0.5)};
+  tr::eagle_params<double> g{dmat::Zero(m, 2 * d), dmat::Zero(1, m), dmat::Zero(d, m),
+                             dmat::Zero(1, d)};
+  tr::eagle_loss<double>(p, f, e, target, labels, classifier, 0.3, &g);
+  const auto loss = [&] {
+    return tr::eagle_loss<double>(p, f, e, target, labels, classifier, 0.3, nullptr);
+  };
+  CHECK(worst(p.w1, g.w1, loss) < 1e-6);
+  CHECK(worst(p.b1, g.b1, loss) < 1e-6);
+  CHECK(worst(p.w2, g.w2, loss) < 1e-6);
+  CHECK(worst(p.b2, g.b2, loss) < 1e-6);
+}
+
+namespace {
+namespace l2 = specdec::llama2c;
+
+l2::heads_record small_medusa() {
+  l2::heads_record r;
+  r.kind = l2::heads_kind::medusa;
+  r.hidden = 3;
+  r.vocab = 4;
+  r.accuracy = specdec::row_matrix::Constant(2, 2, 0.25f);
+  for (int k = 0; k < 2; ++k)
+    r.medusa.heads.push_back({specdec::row_matrix::Constant(3, 3, 0.1f * static_cast<float>(k)),
+                              specdec::prob_row::Constant(3, 0.5f),
+                              specdec::row_matrix::Constant(4, 3, 1.0f)});
+  return r;
+}
+}  // namespace
+
+TEST_CASE("heads_file: round trip and refusals") {
+  const auto bytes = l2::heads_bytes(small_medusa());
+  const auto back = l2::parse_heads(bytes, "x");
+  CHECK(back.medusa.size() == 2);
+  CHECK(back.medusa.heads[1].w(0, 0) == Approx(0.1f));
+  CHECK(l2::heads_bytes(back) == bytes);
+  SECTION("truncated") {
+    const std::vector<char> cut(bytes.begin(), bytes.end() - 4);
+    REQUIRE_THROWS_WITH(l2::parse_heads(cut, "x"),
+                        Catch::Contains("need " + std::to_string(bytes.size()) +
+                                        " bytes, the file has " + std::to_string(cut.size()) +
+                                        " (truncated)"));
+  }
+  SECTION("trailing bytes") {
+    auto longer = bytes;
+    longer.push_back(0);
+    REQUIRE_THROWS_WITH(l2::parse_heads(longer, "x"), Catch::Contains("the file has"));
+  }
+  SECTION("bad magic, version, kind") {
+    auto b = bytes;
+    b[0] = 'X';
+    REQUIRE_THROWS_WITH(l2::parse_heads(b, "x"),
+                        "heads file 'x': not a heads file (the magic \"SDHEADS1\" is missing)");
+    b = bytes;
+    b[8] = 9;
+    REQUIRE_THROWS_WITH(l2::parse_heads(b, "x"),
+                        "heads file 'x': version 9, this loader reads version 1");
+    b = bytes;
+    b[12] = 3;
+    REQUIRE_THROWS_WITH(l2::parse_heads(b, "x"),
+                        "heads file 'x': kind 3 is not 1 (medusa) or 2 (eagle)");
+  }
+  SECTION("NaN weight") {
+    auto b = bytes;
+    const float nan = std::nanf("");
+    std::memcpy(b.data() + b.size() - 4, &nan, 4);
+    REQUIRE_THROWS_WITH(l2::parse_heads(b, "x"),
+                        "heads file 'x': a head's classifier holds NaN or infinity");
+  }
+  SECTION("another vocabulary or a narrower target") {
+    l2::config c{.dim = 3, .hidden_dim = 8, .n_layers = 1, .n_heads = 1, .n_kv_heads = 1,
+                 .vocab_size = 5, .seq_len = 8};
+    auto r = back;
+    REQUIRE_THROWS_WITH(l2::fit_heads(r, c, "x"),
+                        "heads file 'x': trained for a vocabulary of 4 tokens, the model has 5");
+    c.vocab_size = 4;
+    c.dim = 2;
+    REQUIRE_THROWS_WITH(l2::fit_heads(r, c, "x"),
+                        "heads file 'x': trained for hidden width 3, the model's is 2 (narrower: "
+                        "heads are widened, never narrowed)");
+  }
+}
