@@ -147,6 +147,17 @@ TEST_CASE("cli: every flag in every spelling") {
   }
 }
 
+TEST_CASE("cli: --draft heads:FILE and its options") {
+  const auto c = specdec::llama2c::parse_cli(std::vector<std::string>{
+      "--draft", "heads:/tmp/x.heads", "--tree", "4x4", "--heads-nodes", "12", "--heads-expand",
+      "2", "--heads-candidates", "top"});
+  CHECK(c.draft == specdec::llama2c::draft_kind::heads);
+  CHECK(c.draft_heads == "/tmp/x.heads");
+  CHECK(c.heads_nodes == 12);
+  CHECK(c.heads_expand == 2);
+  CHECK_FALSE(c.heads_sampled);
+}
+
 TEST_CASE("cli: --help is generated and lists every spelling") {
   for (const char* h : {"-h", "--help"}) {
     const auto c = parse({h});
@@ -254,7 +265,14 @@ TEST_CASE("cli: bad values name the flag and the value") {
         "max_tree_nodes = 1048576");
   }
   SECTION("drafters") {
-    bad({"--draft", "big"}, "--draft 'big': is not none, layers:L, model:PATH or ngram");
+    bad({"--draft", "big"},
+        "--draft 'big': is not none, layers:L, model:PATH, ngram or heads:FILE");
+    bad({"--draft", "heads:"}, "--draft 'heads:': the path in heads:FILE is empty");
+    bad({"--heads-nodes", "4"}, "--heads-nodes: needs --draft heads:FILE");
+    bad({"--draft", "heads:x", "--heads-candidates", "all"},
+        "--heads-candidates 'all': is not sampled or top");
+    bad({"--draft", "heads:x", "--heads-expand", "x"},
+        "--heads-expand 'x': is not a whole number");
     bad({"--draft", "layers:"}, "--draft 'layers:': L in layers:L is not a whole number");
     bad({"--draft", "layers:x"}, "--draft 'layers:x': L in layers:L is not a whole number");
     bad({"--draft", "layers:0"}, "--draft 'layers:0': L in layers:L must be >= 1");
