@@ -89,6 +89,7 @@ struct heads_reader {
     return v;
   }
   void take(void* out, std::size_t n) {
+    if (n == 0) return;  // an empty matrix has no storage (memcpy must not see a null pointer)
     if (bytes.size() - at < n) fail("truncated at byte " + std::to_string(at));
     std::memcpy(out, bytes.data() + at, n);
     at += n;
@@ -190,6 +191,9 @@ inline heads_record parse_heads(std::span<const char> bytes, const std::string& 
     bound(inner, 1, max_heads_width, "inner");
     if (own != 0) in.fail("own_classifier must be 0 for eagle");
   }
+  if (arows != 0 && arows != (medusa ? heads : 1))
+    in.fail("accuracy rows = " + std::to_string(arows) + " must be 0 or " +
+            (medusa ? "one per head (" + std::to_string(heads) + ")" : std::string("1")));
   // Floats the sizes announce (all factors < 2^21, so no product overflows 64 bits).
   const std::uint64_t D = d, V = v, M = inner;
   const std::uint64_t floats =

@@ -126,6 +126,14 @@ TEST_CASE("heads_file: round trip and refusals") {
     REQUIRE_THROWS_WITH(l2::parse_heads(b, "x"),
                         "heads file 'x': kind 3 is not 1 (medusa) or 2 (eagle)");
   }
+  SECTION("an accuracy table that is not one row per head; an empty one") {
+    auto r = small_medusa();
+    r.accuracy = specdec::row_matrix::Constant(1, 2, 0.5f);
+    REQUIRE_THROWS_WITH(l2::parse_heads(l2::heads_bytes(r), "x"),
+                        "heads file 'x': accuracy rows = 1 must be 0 or one per head (2)");
+    r.accuracy.resize(0, 0);  // found by heads_fuzz: no memcpy of an empty matrix's null data
+    CHECK(l2::parse_heads(l2::heads_bytes(r), "x").accuracy.size() == 0);
+  }
   SECTION("NaN weight") {
     auto b = bytes;
     const float nan = std::nanf("");
