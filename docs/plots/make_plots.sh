@@ -23,7 +23,8 @@ for d in layers:1 layers:2 layers:3 ngram; do
 done
 
 # Speed-up per drafter on the memory-bound target: each drafter's best greedy row, with the same
-# row at temperature 0.8 (speedup_bench).
+# row at temperature 0.8 (speedup_bench). The "cmp" rows (composed drafting against each drafter
+# alone, K = 4) repeat drafters of the figure and stay in benchmarks.md's table.
 plots="acceptance_by_position tokens_per_call ngram_step"
 if [ -f "$data/speedup.json" ]; then
   plots="$plots speedup"
@@ -33,7 +34,8 @@ if [ -f "$data/speedup.json" ]; then
               "first3 tree": "first 3 layers", "skip3of12": "layer skip 3/12",
               "skip6of12": "layer skip 6/12", "ngram": "prompt lookup"}[family] // family;
   . as $all
-  | [.[] | select(.temperature == 0 and (.drafter | startswith("plain") | not))]
+  | [.[] | select(.temperature == 0 and
+                  (.drafter | (startswith("plain") or startswith("cmp ")) | not))]
   | group_by(.drafter | family) | map(max_by(.speedup))
   | sort_by(-.speedup)[]
   | . as $g
