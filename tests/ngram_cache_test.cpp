@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/lcg.hpp"
 #include "support/naive_prompt_lookup.hpp"
 
 using specdec::ngram_cache;
@@ -19,19 +20,11 @@ using specdec::ngram_match_policy;
 using specdec::ngram_options;
 using specdec::ngram_search_policy;
 using specdec::token_id;
+using specdec::test::lcg;
 using specdec::test::naive_prompt_lookup;
 using tokens = std::vector<token_id>;
 
 namespace {
-
-struct lcg {
-  std::uint64_t s;
-  std::uint64_t next() {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return s >> 33;
-  }
-  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
-};
 
 // Random tokens over `alphabet`, about half of them copies of spans of `source` (when given).
 tokens stream(lcg& g, std::size_t n, std::size_t alphabet, const tokens* source = nullptr) {

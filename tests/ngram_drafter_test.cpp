@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "support/lcg.hpp"
 #include "support/naive_prompt_lookup.hpp"
 
 using specdec::ngram_drafter;
@@ -13,20 +14,11 @@ using specdec::ngram_match_policy;
 using specdec::ngram_options;
 using specdec::ngram_search_policy;
 using specdec::token_id;
+using specdec::test::lcg;
 using specdec::test::naive_prompt_lookup;
 using tokens = std::vector<token_id>;
 
 namespace {
-
-// Small deterministic generator for streams (independent of specdec::rng).
-struct lcg {
-  std::uint64_t s;
-  std::uint64_t next() {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return s >> 33;
-  }
-  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
-};
 
 // Random tokens over a small alphabet; with `repetitive`, mostly copies of earlier spans.
 token_id next_token(lcg& g, const tokens& h, std::size_t alphabet, bool repetitive,

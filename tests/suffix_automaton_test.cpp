@@ -5,20 +5,14 @@
 #include <specdec/detail/suffix_automaton.hpp>
 #include <vector>
 
+#include "support/lcg.hpp"
+
 using specdec::token_id;
 using specdec::detail::suffix_automaton;
+using specdec::test::lcg;
 using tokens = std::vector<token_id>;
 
 namespace {
-
-struct lcg {
-  std::uint64_t s;
-  std::uint64_t next() {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return s >> 33;
-  }
-  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
-};
 
 // Brute force over h (last position n = h.size() - 1): the longest suffix with an earlier end,
 // its latest earlier end and its number of earlier ends.
