@@ -23,17 +23,15 @@
 #include <cstddef>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <span>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <specdec/draft/ngram_drafter.hpp>
 
+#include "bench/support/edit_tasks.hpp"
 #include "tests/support/naive_prompt_lookup.hpp"
 
 namespace {
@@ -41,45 +39,14 @@ namespace {
 using specdec::token_id;
 using tokens = std::vector<token_id>;
 
-struct task {
-  std::string name;
-  tokens prompt, output;
-};
-
-tokens bytes_of(const std::string& s) {
-  tokens t;
-  t.reserve(s.size());
-  for (const unsigned char c : s) t.push_back(static_cast<token_id>(c));
-  return t;
-}
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + p.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using task = specdec::bench::edit_task;
 
 std::vector<task> load_tasks() {
   const char* env = std::getenv("SPECDEC_NGRAM_DATA");
   const std::filesystem::path dir =
       env != nullptr ? std::filesystem::path(env)
                      : std::filesystem::path(__FILE__).parent_path() / "data" / "ngram";
-  std::vector<task> tasks;
-  const std::string suffix = ".original.txt";
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string file = entry.path().filename().string();
-    if (file.size() <= suffix.size() || !file.ends_with(suffix)) continue;
-    const std::string name = file.substr(0, file.size() - suffix.size());
-    task t{name, {}, {}};
-    t.prompt = bytes_of(slurp(dir / file) + "\n\n" + slurp(dir / (name + ".instruction.txt")));
-    t.output = bytes_of(slurp(dir / (name + ".edited.txt")));
-    tasks.push_back(std::move(t));
-  }
-  std::sort(tasks.begin(), tasks.end(),
-            [](const task& a, const task& b) { return a.name < b.name; });
-  return tasks;
+  return specdec::bench::load_edit_tasks({dir}, specdec::bench::byte_tokens);
 }
 
 struct replay_result {

@@ -1,7 +1,8 @@
 // bench/support/edit_tasks.hpp - the input-grounded edit tasks of bench/data/ngram and
 // bench/data/ngram_prose, as token streams: prompt = original + "\n\n" + instruction, output =
 // the edited text; on byte tokens (one token per byte) or through any encoder (the Llama 2
-// tokenizer for the subword set). Shared by ngram_rules_bench and ngram_cache_bench.
+// tokenizer for the subword set). Shared by ngram_rules_bench, ngram_cache_bench and
+// ngram_replay_bench.
 #pragma once
 
 #include <algorithm>
