@@ -177,7 +177,7 @@ class eagle_drafter {
         } else {
           warp(row, sp, p, ws_);
           count = std::min(count, budget - drafted);
-          draw_children(p, count, draw, gen);
+          draw_candidates(p, count, draw, gen, drawn_, remaining_);
         }
         for (token_id t : drawn_) {
           const double conf = nodes_[node].score * static_cast<double>(p[static_cast<std::size_t>(t)]);
@@ -220,22 +220,6 @@ class eagle_drafter {
       e_.row(static_cast<Eigen::Index>(i)) = embedding_.row(tokens[i]);
     eagle_step(w_, f_, e_, z_, next_);
     logits_.noalias() = (next_ / w_.input_scale) * classifier_.transpose();
-  }
-
-  void draw_children(std::span<const float> q, std::size_t count, candidate_draw draw, rng& gen) {
-    drawn_.clear();
-    if (draw == candidate_draw::iid) {
-      for (std::size_t c = 0; c < count; ++c) drawn_.push_back(sample(q, gen));
-      return;
-    }
-    remaining_.assign(q.begin(), q.end());
-    const auto support = static_cast<std::size_t>(
-        std::count_if(q.begin(), q.end(), [](float x) { return x > 0.0f; }));
-    for (std::size_t c = 0; c < std::min(count, support); ++c) {
-      const token_id t = sample(remaining_, gen);
-      drawn_.push_back(t);
-      remaining_[static_cast<std::size_t>(t)] = 0.0f;
-    }
   }
 
   // Keeps the root and the `budget` most confident nodes (ties: shallower, then earlier); a

@@ -219,7 +219,8 @@ class medusa_drafter {
         drawn_for = parent;
         std::size_t count = 0;
         for (std::size_t t = i; t < shape_.size() && shape_[t].parent == s.parent; ++t) ++count;
-        draw_children(j, count, draw, gen);
+        draw_candidates(std::span<const float>(q_.row(static_cast<Eigen::Index>(j)).data(), v),
+                        count, draw, gen, drawn_, remaining_);
       }
       const std::vector<token_id>& cands = top ? top_[j] : drawn_;
       if (s.rank >= cands.size()) continue;
@@ -251,25 +252,6 @@ class medusa_drafter {
     }
     if (top_.size() < n) top_.resize(n);
     return true;
-  }
-
-  // drawn_ <- `count` candidates from q_ row j, i.i.d. or without replacement.
-  void draw_children(std::size_t j, std::size_t count, candidate_draw draw, rng& gen) {
-    const std::size_t v = vocab_size();
-    const std::span<const float> q(q_.row(static_cast<Eigen::Index>(j)).data(), v);
-    drawn_.clear();
-    if (draw == candidate_draw::iid) {
-      for (std::size_t c = 0; c < count; ++c) drawn_.push_back(sample(q, gen));
-      return;
-    }
-    remaining_.assign(q.begin(), q.end());
-    const auto support = static_cast<std::size_t>(
-        std::count_if(q.begin(), q.end(), [](float x) { return x > 0.0f; }));
-    for (std::size_t c = 0; c < std::min(count, support); ++c) {
-      const token_id t = sample(remaining_, gen);
-      drawn_.push_back(t);
-      remaining_[static_cast<std::size_t>(t)] = 0.0f;
-    }
   }
 
   Source& source_;

@@ -145,25 +145,12 @@ class model_drafter {
                                                   static_cast<Eigen::Index>(v));
       for (std::size_t node = level_begin; node < level_end; ++node) {
         const std::span<const float> row(logits_.data() + node * v, v);
-        children_.clear();
         if (sp.greedy()) {
           detail::top_tokens(row, branching[d], children_);
         } else {
           std::span<float> q(out.q.row(static_cast<Eigen::Index>(node)).data(), v);
           warp(row, sp, q, ws_);
-          if (draw == candidate_draw::iid) {
-            for (std::size_t c = 0; c < branching[d]; ++c) children_.push_back(sample(q, gen));
-          } else {
-            // Each draw removes its token; a support smaller than k gives fewer children.
-            remaining_.assign(q.begin(), q.end());
-            const auto support = static_cast<std::size_t>(
-                std::count_if(q.begin(), q.end(), [](float x) { return x > 0.0f; }));
-            for (std::size_t c = 0; c < std::min(branching[d], support); ++c) {
-              const token_id t = sample(remaining_, gen);
-              children_.push_back(t);
-              remaining_[static_cast<std::size_t>(t)] = 0.0f;
-            }
-          }
+          draw_candidates(q, branching[d], draw, gen, children_, remaining_);
         }
         for (token_id t : children_) {
           tokens_.push_back(t);

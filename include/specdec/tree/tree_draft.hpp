@@ -1,6 +1,14 @@
 // specdec/tree/tree_draft.hpp - a drafted token tree and how its candidates were drawn.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "specdec/math/rng.hpp"
+#include "specdec/math/sample.hpp"
 #include "specdec/tree/token_tree.hpp"
 #include "specdec/types.hpp"
 
@@ -18,6 +26,35 @@ enum class candidate_draw {
   /// No q: each child is its own one-hot proposal (n-gram tries, greedy or top-k drafts).
   deterministic,
 };
+
+/**
+ * The children of one tree node, drawn from its q row as `draw` says, into `out` (cleared
+ * first): iid, `count` draws with sample() (duplicates possible); without_replacement, up to
+ * `count` distinct tokens, each drawn with sample() from q with the earlier ones removed (fewer
+ * when q has fewer than `count` positive entries). The rng is used once per child, so a drafter
+ * calling this draws exactly what multi_candidate verification assumes. `scratch` holds the
+ * shrinking row (without_replacement); nothing is allocated once it and `out` have capacity.
+ * Throws std::invalid_argument for deterministic (there is nothing to draw). O(count x V).
+ */
+inline void draw_candidates(std::span<const float> q, std::size_t count, candidate_draw draw,
+                            rng& gen, std::vector<token_id>& out, std::vector<float>& scratch) {
+  out.clear();
+  if (draw == candidate_draw::iid) {
+    for (std::size_t c = 0; c < count; ++c) out.push_back(sample(q, gen));
+    return;
+  }
+  if (draw != candidate_draw::without_replacement)
+    throw std::invalid_argument("draw_candidates: draw must be iid or without_replacement");
+  scratch.assign(q.begin(), q.end());
+  const auto support = static_cast<std::size_t>(
+      std::count_if(q.begin(), q.end(), [](float x) { return x > 0.0f; }));
+  for (std::size_t c = 0; c < std::min(count, support); ++c) {
+    const token_id t = sample(scratch, gen);
+    out.push_back(t);
+    scratch[static_cast<std::size_t>(t)] = 0.0f;
+  }
+}
+
 /**
  * What a tree drafter proposes: a token tree whose root (node 0) is the last token of the
  * history, the q rows its candidates were drawn from (row i: the distribution of node i's
