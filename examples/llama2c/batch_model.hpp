@@ -28,6 +28,7 @@
 
 #include "llama2c/checkpoint.hpp"
 #include "llama2c/kernels.hpp"
+#include "llama2c/row_ops.hpp"
 #include "llama2c/thread_pool.hpp"
 
 namespace specdec::llama2c {
@@ -88,8 +89,6 @@ class batch_model {
   void check(std::span<const batch_entry> batch);
   void ensure_scratch(std::size_t n);
   void forward(std::span<const batch_entry> batch);
-  void rmsnorm(std::size_t n, const row_matrix& x, const vector_view& gain, row_matrix& out) const;
-  void rope(std::size_t n, row_matrix& m, std::size_t heads) const;
   void attend(std::size_t layer, std::span<const batch_entry> batch);
 
   std::shared_ptr<const weights> w_;
@@ -98,7 +97,7 @@ class batch_model {
   std::size_t max_context_ = 0, hidden_ld_ = 0;
   std::vector<std::unique_ptr<sequence>> live_, spare_;
   sequence_id next_id_ = 1;
-  row_matrix rope_cos_, rope_sin_;
+  rope_table rope_;
   // Per pass: the sequence, first row and positions of each entry / row.
   std::vector<sequence*> seq_of_;
   std::vector<std::size_t> first_row_, positions_, score_offset_;
@@ -124,17 +123,7 @@ inline batch_model::batch_model(std::shared_ptr<const weights> w, batch_model_op
   pool_ = o_.pool ? o_.pool : std::make_shared<thread_pool>(o_.threads);
   max_context_ = o_.max_context == 0 ? c.seq_len : o_.max_context;
   hidden_ld_ = (c.hidden_dim + 15) / 16 * 16;
-  const std::size_t hs = c.head_size();
-  const auto half = static_cast<Eigen::Index>(hs / 2);
-  rope_cos_.resize(static_cast<Eigen::Index>(max_context_), half);
-  rope_sin_.resize(static_cast<Eigen::Index>(max_context_), half);
-  for (std::size_t pos = 0; pos < max_context_; ++pos)
-    for (std::size_t j = 0; j < hs / 2; ++j) {  // run.c: 1 / 10000^(2j / head_size), in float
-      const float inv = 1.0f / std::pow(10000.0f, static_cast<float>(2 * j) / static_cast<float>(hs));
-      const float angle = static_cast<float>(pos) * inv;
-      rope_cos_(static_cast<Eigen::Index>(pos), static_cast<Eigen::Index>(j)) = std::cos(angle);
-      rope_sin_(static_cast<Eigen::Index>(pos), static_cast<Eigen::Index>(j)) = std::sin(angle);
-    }
+  rope_ = rope_table(max_context_, c.head_size());
 }
 
 inline const batch_model::sequence& batch_model::find(sequence_id id, const char* who) const {
@@ -243,33 +232,6 @@ inline void batch_model::ensure_scratch(std::size_t n) {
   logits_.resize(rows, static_cast<Eigen::Index>(c.vocab_size));
 }
 
-inline void batch_model::rmsnorm(std::size_t n, const row_matrix& x, const vector_view& gain,
-                                 row_matrix& out) const {
-  const float inv_dim = 1.0f / static_cast<float>(x.cols());
-  for (Eigen::Index i = 0; i < static_cast<Eigen::Index>(n); ++i) {
-    const float scale = 1.0f / std::sqrt(x.row(i).squaredNorm() * inv_dim + 1e-5f);
-    out.row(i) = (x.row(i) * scale).cwiseProduct(gain);
-  }
-}
-
-inline void batch_model::rope(std::size_t n, row_matrix& m, std::size_t heads) const {
-  const std::size_t hs = cfg().head_size();
-  for (std::size_t i = 0; i < n; ++i) {
-    float* row = m.row(static_cast<Eigen::Index>(i)).data();
-    const auto pos = static_cast<Eigen::Index>(positions_[i]);
-    const float* c = rope_cos_.row(pos).data();
-    const float* s = rope_sin_.row(pos).data();
-    for (std::size_t h = 0; h < heads; ++h) {
-      float* v = row + h * hs;
-      for (std::size_t j = 0; j < hs / 2; ++j) {
-        const float v0 = v[2 * j], v1 = v[2 * j + 1];
-        v[2 * j] = v0 * c[j] - v1 * s[j];
-        v[2 * j + 1] = v0 * s[j] + v1 * c[j];
-      }
-    }
-  }
-}
-
 // Each entry's new K/V rows into its cache, then attention over that cache for its rows; entries
 // in parallel (each on one thread), or one entry's heads in parallel when it is alone.
 inline void batch_model::attend(std::size_t layer, std::span<const batch_entry> batch) {
@@ -325,27 +287,26 @@ inline void batch_model::forward(std::span<const batch_entry> batch) {
 
   for (std::size_t l = 0; l < c.n_layers; ++l) {
     const layer_weights& lw = w_->layer(l);
-    rmsnorm(n, x_, lw.rms_att, xb_);
+    rmsnorm(x_.topRows(N), lw.rms_att, xb_.topRows(N));
     const matmul_task qkv[] = {{lw.wq.data(), dim, q_.data(), dim},
                                {lw.wk.data(), kv, k_new_.data(), kv},
                                {lw.wv.data(), kv, v_new_.data(), kv}};
     matmul(pool, xb_.data(), dim, N, dim, qkv);
-    rope(n, q_, c.n_heads);
-    rope(n, k_new_, c.n_kv_heads);
+    rope_.rotate(q_, positions_, c.n_heads);
+    rope_.rotate(k_new_, positions_, c.n_kv_heads);
     attend(l, batch);
     const matmul_task out_proj[] = {{lw.wo.data(), dim, x_.data(), dim, true}};
     matmul(pool, att_.data(), dim, N, dim, out_proj);
 
-    rmsnorm(n, x_, lw.rms_ffn, xb_);
+    rmsnorm(x_.topRows(N), lw.rms_ffn, xb_.topRows(N));
     const matmul_task up[] = {{lw.w1.data(), hid, h1_.data(), hld}, {lw.w3.data(), hid, h3_.data(), hld}};
     matmul(pool, xb_.data(), dim, N, dim, up);
-    auto h1 = h1_.topRows(N);
-    h1 = (h1.array() / (1.0f + (-h1.array()).exp())) * h3_.topRows(N).array();  // SiLU(w1 x) * (w3 x)
+    swiglu(h1_.topRows(N), h3_.topRows(N));  // SiLU(w1 x) * (w3 x)
     const matmul_task down[] = {{lw.w2.data(), dim, x_.data(), dim, true}};
     matmul(pool, h1_.data(), hld, N, hid, down);
   }
 
-  rmsnorm(n, x_, w_->rms_final(), xb_);
+  rmsnorm(x_.topRows(N), w_->rms_final(), xb_.topRows(N));
   const auto vocab = static_cast<std::ptrdiff_t>(c.vocab_size);
   const matmul_task classify[] = {{w_->classifier().data(), vocab, logits_.data(), vocab}};
   matmul(pool, xb_.data(), dim, N, dim, classify);

@@ -27,6 +27,7 @@
 
 #include "llama2c/checkpoint.hpp"
 #include "llama2c/kernels.hpp"
+#include "llama2c/row_ops.hpp"
 #include "llama2c/thread_pool.hpp"
 
 namespace specdec::llama2c {
@@ -136,10 +137,6 @@ class model {
   void ensure_cache_rows(std::size_t rows);
   void ensure_scratch(std::size_t n);
   void forward(std::span<const token_id> tokens, bool tree, std::span<float> logits);
-  // Rotates each head of row i by the angles of position positions_[i].
-  void rope(Eigen::Ref<row_matrix> m, std::size_t heads) const;
-  void rmsnorm(const Eigen::Ref<const row_matrix>& x, const vector_view& gain,
-               Eigen::Ref<row_matrix> out) const;
   // Runs `call` with forward() copying the final normed rows into `hidden` (n rows).
   template <class Call>
   void with_hidden(const char* where, std::size_t n, std::span<float> hidden, Call&& call) {
@@ -171,7 +168,7 @@ class model {
   std::vector<std::ptrdiff_t> ancestor_begin_;
   std::vector<std::int32_t> ancestors_;
   std::size_t tree_width_ = 0;
-  row_matrix rope_cos_, rope_sin_;        // RoPE: max_size x head_size / 2, per position
+  rope_table rope_;                       // RoPE angles of positions [0, max_size)
   std::vector<row_matrix> k_cache_, v_cache_;  // per layer: rows x kv_dim
   // Scratch, grown on demand; a pass of n tokens uses the top n rows.
   row_matrix x_, xb_, q_, att_, h1_, h3_;
@@ -230,20 +227,7 @@ inline model::model(std::shared_ptr<const weights> w, model_options options) : w
                                 std::to_string(options.threads) + " exceeds 256");
   pool_ = options.pool ? std::move(options.pool) : std::make_shared<thread_pool>(options.threads);
   max_size_ = options.max_context == 0 ? c.seq_len : options.max_context;
-  const std::size_t hs = c.head_size();
-  std::vector<float> inv_freq(hs / 2);
-  for (std::size_t j = 0; j < hs / 2; ++j)  // run.c: 1 / 10000^(2j / head_size), in float
-    inv_freq[j] = 1.0f / std::pow(10000.0f, static_cast<float>(2 * j) / static_cast<float>(hs));
-  // RoPE angles of every position the model accepts, computed once (as forward used to per call).
-  const auto half = static_cast<Eigen::Index>(hs / 2);
-  rope_cos_.resize(static_cast<Eigen::Index>(max_size_), half);
-  rope_sin_.resize(static_cast<Eigen::Index>(max_size_), half);
-  for (std::size_t pos = 0; pos < max_size_; ++pos)
-    for (std::size_t j = 0; j < hs / 2; ++j) {
-      const float angle = static_cast<float>(pos) * inv_freq[j];
-      rope_cos_(static_cast<Eigen::Index>(pos), static_cast<Eigen::Index>(j)) = std::cos(angle);
-      rope_sin_(static_cast<Eigen::Index>(pos), static_cast<Eigen::Index>(j)) = std::sin(angle);
-    }
+  rope_ = rope_table(max_size_, c.head_size());  // computed once, not per call
   k_cache_.resize(layers_);
   v_cache_.resize(layers_);
   ensure_cache_rows(max_size_);
@@ -408,33 +392,6 @@ inline void model::ensure_scratch(std::size_t n) {
   h3_.resize(rows, hid);
 }
 
-inline void model::rmsnorm(const Eigen::Ref<const row_matrix>& x, const vector_view& gain,
-                           Eigen::Ref<row_matrix> out) const {
-  const float inv_dim = 1.0f / static_cast<float>(x.cols());
-  for (Eigen::Index i = 0; i < x.rows(); ++i) {
-    const float scale = 1.0f / std::sqrt(x.row(i).squaredNorm() * inv_dim + 1e-5f);
-    out.row(i) = (x.row(i) * scale).cwiseProduct(gain);
-  }
-}
-
-inline void model::rope(Eigen::Ref<row_matrix> m, std::size_t heads) const {
-  const std::size_t hs = cfg().head_size();
-  for (Eigen::Index i = 0; i < m.rows(); ++i) {
-    float* row = m.row(i).data();
-    const auto pos = static_cast<Eigen::Index>(positions_[static_cast<std::size_t>(i)]);
-    const float* c = rope_cos_.row(pos).data();
-    const float* s = rope_sin_.row(pos).data();
-    for (std::size_t h = 0; h < heads; ++h) {
-      float* v = row + h * hs;
-      for (std::size_t j = 0; j < hs / 2; ++j) {
-        const float v0 = v[2 * j], v1 = v[2 * j + 1];
-        v[2 * j] = v0 * c[j] - v1 * s[j];
-        v[2 * j + 1] = v0 * s[j] + v1 * c[j];
-      }
-    }
-  }
-}
-
 inline void model::forward(std::span<const token_id> tokens, bool tree, std::span<float> logits) {
   const config& c = cfg();
   const std::size_t n = tokens.size();
@@ -470,8 +427,8 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
                                {lw.wk.data(), ikv, kc.row(base).data(), ikv},
                                {lw.wv.data(), ikv, vc.row(base).data(), ikv}};
     matmul(pool, xb.data(), dim, N, dim, qkv);
-    rope(q, c.n_heads);
-    rope(kc.middleRows(base, N), c.n_kv_heads);
+    rope_.rotate(q, positions_, c.n_heads);
+    rope_.rotate(kc.middleRows(base, N), positions_, c.n_kv_heads);
 
     attention(pool, {.q = q.data(), .k = kc.data(), .v = vc.data(), .out = att.data(),
                      .scores = scores_.data(), .n = N, .context = base,
@@ -488,7 +445,7 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
     const matmul_task up[] = {{lw.w1.data(), hid, h1.data(), hid},
                               {lw.w3.data(), hid, h3.data(), hid}};
     matmul(pool, xb.data(), dim, N, dim, up);
-    h1 = (h1.array() / (1.0f + (-h1.array()).exp())) * h3.array();  // SiLU(w1 x) * (w3 x)
+    swiglu(h1, h3);  // SiLU(w1 x) * (w3 x)
     const matmul_task down[] = {{lw.w2.data(), dim, x.data(), dim, true}};
     matmul(pool, h1.data(), hid, N, hid, down);
   }
