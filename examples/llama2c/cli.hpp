@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <limits>
 #include <specdec/decode/options.hpp>
 #include <specdec/draft/ngram_drafter.hpp>
@@ -349,6 +350,15 @@ class cli_parser {
 
   bool given(const CLI::Option* o) const { return o->count() > 0; }
 
+  // Unless `allowed`, a usage error for the first of `flags` given: "<flag>: needs --draft
+  // <draft>".
+  void only_with(std::initializer_list<const CLI::Option*> flags, bool allowed,
+                 const char* draft) const {
+    if (allowed) return;
+    for (const CLI::Option* o : flags)
+      if (given(o)) throw usage_error(typed(o) + ": needs --draft " + draft);
+  }
+
   void finish(cli_options& c) const {
     const auto extra = app_.remaining();
     if (!extra.empty()) {
@@ -456,13 +466,8 @@ class cli_parser {
       bad(draft_, c.draft_text, "is not none, layers:L, model:PATH, ngram or heads:FILE");
     }
     if (c.draft != draft_kind::layers) c.draft_layers = 0;
-    const bool heads_flags = given(heads_nodes_) || given(heads_expand_) || given(heads_candidates_);
-    if (heads_flags && c.draft != draft_kind::heads) {
-      const CLI::Option* o = given(heads_nodes_)    ? heads_nodes_
-                             : given(heads_expand_) ? heads_expand_
-                                                    : heads_candidates_;
-      throw usage_error(typed(o) + ": needs --draft heads:FILE");
-    }
+    only_with({heads_nodes_, heads_expand_, heads_candidates_}, c.draft == draft_kind::heads,
+              "heads:FILE");
     if (given(heads_nodes_))
       c.heads_nodes = whole_at_most(heads_nodes_, heads_nodes_text_, specdec::max_tree_nodes,
                                     "the tree bound max_tree_nodes");
@@ -487,13 +492,8 @@ class cli_parser {
             "exceeds the largest draft (" + typed(k_) + " " + std::to_string(c.k) + ")");
     }
 
-    const bool ngram_flags = given(ngram_min_) || given(ngram_max_) || given(candidates_);
-    if (ngram_flags && c.draft != draft_kind::ngram && !c.ngram_first) {
-      const CLI::Option* o = given(ngram_min_)   ? ngram_min_
-                             : given(ngram_max_) ? ngram_max_
-                                                 : candidates_;
-      throw usage_error(typed(o) + ": needs --draft ngram (prompt lookup)");
-    }
+    only_with({ngram_min_, ngram_max_, candidates_},
+              c.draft == draft_kind::ngram || c.ngram_first, "ngram (prompt lookup)");
     if (given(ngram_min_)) c.ngram.min_ngram = whole(ngram_min_, ngram_min_text_);
     if (given(ngram_max_)) c.ngram.max_ngram = whole(ngram_max_, ngram_max_text_);
     c.ngram.max_draft = std::max<std::size_t>(c.k, 1);
