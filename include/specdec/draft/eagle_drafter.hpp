@@ -164,12 +164,17 @@ class eagle_drafter {
       const Eigen::Index first_feature = features_.rows();
       features_.conservativeResize(first_feature + b, Eigen::NoChange);
       features_.bottomRows(b) = next_;
+      // Row first_q + r of q_rows_: the distribution of expanded node r's children. The rows
+      // are kept between calls: only a larger tree than any before allocates.
+      const Eigen::Index first_q = q_used_;
+      q_used_ += b;
+      if (q_rows_.rows() < q_used_)
+        q_rows_.conservativeResize(q_used_, static_cast<Eigen::Index>(v));
       for (Eigen::Index r = 0; r < b && (top || drafted < budget); ++r) {
         const std::size_t node = expanded_[static_cast<std::size_t>(r)];
         const std::span<const float> row(logits_.row(r).data(), v);
-        nodes_[node].q_row = q_rows_.rows();
-        q_rows_.conservativeResize(q_rows_.rows() + 1, static_cast<Eigen::Index>(v));
-        std::span<float> p(q_rows_.row(q_rows_.rows() - 1).data(), v);
+        nodes_[node].q_row = first_q + r;
+        std::span<float> p(q_rows_.row(first_q + r).data(), v);
         std::size_t count = branching[j];
         if (top) {
           softmax(row, p);
@@ -208,7 +213,7 @@ class eagle_drafter {
     if (row.empty()) return false;
     f_ = Eigen::Map<const prob_row>(row.data(), static_cast<Eigen::Index>(row.size())) *
          w_.input_scale;
-    q_rows_.resize(0, static_cast<Eigen::Index>(vocab_size()));
+    q_used_ = 0;
     return true;
   }
 
@@ -219,7 +224,8 @@ class eagle_drafter {
     for (std::size_t i = 0; i < tokens.size(); ++i)
       e_.row(static_cast<Eigen::Index>(i)) = embedding_.row(tokens[i]);
     eagle_step(w_, f_, e_, z_, next_);
-    logits_.noalias() = (next_ / w_.input_scale) * classifier_.transpose();
+    scaled_ = next_ / w_.input_scale;  // a member: no temporary per step
+    logits_.noalias() = scaled_ * classifier_.transpose();
   }
 
   // Keeps the root and the `budget` most confident nodes (ties: shallower, then earlier); a
@@ -234,19 +240,19 @@ class eagle_drafter {
     keep_.assign(nodes_.size(), false);
     keep_[0] = true;
     for (std::size_t i = 0; i < budget; ++i) keep_[order_[i]] = true;
-    std::vector<std::int32_t> index(nodes_.size(), -1);
-    std::vector<node> kept;
+    index_.assign(nodes_.size(), -1);
+    kept_.clear();
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       if (!keep_[i]) continue;
       node n = nodes_[i];
       if (n.parent >= 0) {
-        n.parent = index[static_cast<std::size_t>(n.parent)];
+        n.parent = index_[static_cast<std::size_t>(n.parent)];
         if (n.parent < 0) continue;  // (cannot happen: ancestors are kept first)
       }
-      index[i] = static_cast<std::int32_t>(kept.size());
-      kept.push_back(n);
+      index_[i] = static_cast<std::int32_t>(kept_.size());
+      kept_.push_back(n);
     }
-    nodes_.swap(kept);
+    nodes_.swap(kept_);
   }
 
   void finish(tree_draft& out, bool top) {
@@ -268,12 +274,13 @@ class eagle_drafter {
   eagle_weights w_;
   weight_view classifier_, embedding_;
   eagle_drafter_options o_;
-  row_matrix f_, next_, e_, z_, logits_, features_, batch_f_, q_rows_;
+  row_matrix f_, next_, e_, z_, scaled_, logits_, features_, batch_f_, q_rows_;
+  Eigen::Index q_used_ = 0;  // rows of q_rows_ filled by this propose_tree
   warp_workspace ws_;
-  std::vector<node> nodes_;
+  std::vector<node> nodes_, kept_;
   std::vector<std::size_t> feature_rows_, expanded_, order_;
   std::vector<token_id> batch_tokens_, drawn_, tokens_;
-  std::vector<std::int32_t> parents_;
+  std::vector<std::int32_t> parents_, index_;
   std::vector<float> remaining_;
   std::vector<bool> keep_;
 };
