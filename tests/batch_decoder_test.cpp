@@ -288,6 +288,22 @@ TEST_CASE("batch_decoder: max_batch_tokens caps K and splits a step into calls t
   CHECK(batch.result(b).tokens == alone(requests[4]));
 }
 
+TEST_CASE("batch_decoder: max_batch_tokens caps a tree's depth so that its nodes fit one call") {
+  // A {2, 2} tree has 1 + 2 + 4 = 7 rows; with 4 rows a call, only its first level fits.
+  const auto requests = varied_requests();
+  auto tree = requests[3];
+  tree.options.sampling.temperature = 0.0f;  // greedy: the cap changes the calls, not the tokens
+  batch_table_model model({.model = target_table, .max_batch_tokens = 4});
+  drafters d;
+  specdec::batch_decoder<batch_table_model, drafter_t> batch(model);
+  const sequence_id t = batch.add(tree.prompt, tree.options, d.make());
+  batch.run();
+  CHECK(batch.status(t) == specdec::sequence_status::finished);
+  CHECK(batch.error(t).empty());
+  CHECK(model.max_rows_seen() <= 4);
+  CHECK(batch.result(t).tokens == alone(tree));
+}
+
 TEST_CASE("batch_decoder: the K policy plans K from the measured cost of a batched call") {
   // A twin draft model: every greedy draft is accepted, so only the cost curve decides.
   const auto requests = varied_requests();

@@ -125,13 +125,11 @@ class batch_decoder {
     const auto t0 = detail::decode_clock::now();
     step_.sequences = step_.emitted = step_.rows = step_.calls = step_.failed = 0;
     step_.k_cap = choose_k();
-    // Every sequence's rows must fit one call: K + 1 <= max_batch_tokens().
-    step_.k_cap.k = std::min(step_.k_cap.k, max_batch_tokens_of(model_) - 1);
     active_.clear();
     for (auto& s : slots_) {
       if (s->status != sequence_status::running) continue;
-      try {
-        s->pipe.draft(step_.k_cap.k);
+      try {  // every sequence's rows (K + 1, or a tree's nodes) must fit one call
+        s->pipe.draft(step_.k_cap.k, max_batch_tokens_of(model_));
         active_.push_back(s.get());
       } catch (const std::exception& e) {
         fail(*s, e.what());
@@ -184,15 +182,7 @@ class batch_decoder {
   }
 
   /// The tokens generated so far (prompt excluded), the statistics and why it ended.
-  generate_result result(sequence_id id) const {
-    const detail::sequence_state& s = find(id, "result").pipe.state();
-    generate_result r;
-    r.tokens.assign(s.history.begin() + static_cast<std::ptrdiff_t>(s.prompt_size),
-                    s.history.end());
-    r.stats = s.stats;
-    r.reason = s.reason;
-    return r;
-  }
+  generate_result result(sequence_id id) const { return find(id, "result").pipe.state().result(); }
   sequence_status status(sequence_id id) const { return find(id, "status").status; }
   /// Why a failed sequence failed (empty otherwise).
   const std::string& error(sequence_id id) const { return find(id, "error").error; }

@@ -53,13 +53,7 @@ class speculative_decoder {
   generate_result generate(std::span<const token_id> prompt, const generate_options& options) {
     start(prompt, options);
     while (!done()) step();
-    const detail::sequence_state& s = pipe_.state();
-    generate_result r;
-    r.tokens.assign(s.history.begin() + static_cast<std::ptrdiff_t>(s.prompt_size),
-                    s.history.end());
-    r.stats = s.stats;
-    r.reason = s.reason;
-    return r;
+    return pipe_.state().result();
   }
 
   /**

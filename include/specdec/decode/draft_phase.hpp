@@ -24,16 +24,32 @@ inline void check_draft_token(const sequence_state& s, token_id t) {
                                 " outside the vocabulary [0, " + std::to_string(s.vocab) + ")");
 }
 
+/// The deepest level of `shape` (a tree's branching factors) that a tree drafted to it fits in
+/// `max_rows` rows, root included: at most `depth`. O(depth).
+inline std::size_t depth_within(std::span<const std::size_t> shape, std::size_t depth,
+                                std::size_t max_rows) noexcept {
+  std::size_t fit = 0, rows = 1, width = 1;
+  for (; fit < depth; ++fit) {
+    if (shape[fit] > (max_rows - rows) / width) break;  // width * shape[fit] rows do not fit
+    width *= shape[fit];
+    rows += width;
+  }
+  return fit;
+}
+
 /**
  * Drafts this step of s (a running sequence) with `drafter`, at most `max_k` draft positions
- * (the batch decoder's K policy; the options' K or tree otherwise). Afterwards
+ * (the batch decoder's K policy; the options' K or tree otherwise) and at most `max_rows` rows
+ * to score (the batch model's max_batch_tokens(); for a tree, the depth is cut to the levels
+ * whose full width fits). Afterwards
  * s.score_tokens() / s.score_parents() say what to score and s.logits has room for the rows.
  * Throws std::invalid_argument for a draft that is out of the vocabulary, a tree whose root is
  * not the last token or deeper than asked, or q rows of the wrong shape; whatever the drafter
  * throws propagates. The model is not touched either way.
  */
 template <class Draft>
-void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_cast<std::size_t>(-1)) {
+void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_cast<std::size_t>(-1),
+                 std::size_t max_rows = static_cast<std::size_t>(-1)) {
   const auto t0 = decode_clock::now();
   if (replan_due(s)) replan(s, TreeDrafter<Draft>);
   const std::size_t v = s.vocab;
@@ -42,7 +58,8 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
   if constexpr (TreeDrafter<Draft>) s.tree_step = !s.options.tree.empty();
   if (s.tree_step) {
     if constexpr (TreeDrafter<Draft>) {
-      const std::size_t depth = std::min({s.options.tree.size(), s.draft_budget(), max_k});
+      const std::size_t depth = depth_within(
+          s.options.tree, std::min({s.options.tree.size(), s.draft_budget(), max_k}), max_rows);
       tree_draft& td = s.tree;
       if (depth > 0) {
         drafter.propose_tree(s.history, std::span<const std::size_t>(s.options.tree).first(depth),
@@ -61,7 +78,7 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
       s.nodes = td.tree.size() - 1;
     }
   } else {
-    const std::size_t k = std::min({s.options.draft_length, s.draft_budget(), max_k});
+    const std::size_t k = std::min({s.options.draft_length, s.draft_budget(), max_k, max_rows - 1});
     s.chain.clear();
     if (k > 0) drafter.propose(s.history, k, s.options.sampling, s.gen, s.chain);
     const std::size_t n = std::min(s.chain.size(), k);

@@ -59,9 +59,10 @@ class sequence_pipeline {
   void start(std::span<const token_id> prompt, const generate_options& options) {
     start_sequence(state_, model_, drafter_, prompt, options, TreeDrafter<Draft>);
   }
-  /// Phase 1 (decode/draft_phase.hpp), with at most max_k draft positions.
-  void draft(std::size_t max_k = static_cast<std::size_t>(-1)) {
-    draft_phase(state_, drafter_, max_k);
+  /// Phase 1 (decode/draft_phase.hpp), with at most max_k draft positions and max_rows rows.
+  void draft(std::size_t max_k = static_cast<std::size_t>(-1),
+             std::size_t max_rows = static_cast<std::size_t>(-1)) {
+    draft_phase(state_, drafter_, max_k, max_rows);
   }
   /// Phase 2 on the model alone (decode/score_phase.hpp).
   void score() { score_phase(state_, model_); }

@@ -76,6 +76,16 @@ struct sequence_state {
 
   std::size_t generated() const noexcept { return history.size() - prompt_size; }
 
+  /// What the generation produced so far: the emitted tokens (prompt excluded), the statistics
+  /// and why it ended.
+  generate_result result() const {
+    generate_result r;
+    r.tokens.assign(history.begin() + static_cast<std::ptrdiff_t>(prompt_size), history.end());
+    r.stats = stats;
+    r.reason = reason;
+    return r;
+  }
+
   /// How many draft positions this step may use: the last token of a step is the target's own,
   /// and every emitted token must fit in the context (both >= 1 while not done).
   std::size_t draft_budget() const noexcept {
