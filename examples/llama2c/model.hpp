@@ -29,6 +29,7 @@
 #include "llama2c/kernels.hpp"
 #include "llama2c/row_ops.hpp"
 #include "llama2c/thread_pool.hpp"
+#include "llama2c/tree_rows.hpp"
 
 namespace specdec::llama2c {
 
@@ -107,7 +108,7 @@ class model {
   /// the score rows, the scratch rows (nodes x hidden_dim) and the cache rows, so a tree at the
   /// bound on the 110M shape needs a few hundred MB; the shapes decoding uses (4x2x2 = 28 nodes,
   /// a few hundred at most) stay cheap.
-  static constexpr std::size_t max_tree_nodes = 4096;
+  static constexpr std::size_t max_tree_nodes = tree_node_limit;
 
   /**
    * Evaluates a token tree in one pass (see specdec::TreeLanguageModel): node i sits at position
@@ -163,11 +164,7 @@ class model {
   std::size_t pending_ = 0;               // nodes of a pending tree
   std::vector<std::int32_t> parents_;     // of the pending tree
   std::vector<std::size_t> positions_;    // per row of the current pass
-  // Tree attention: node i sees the batch rows ancestors_[ancestor_begin_[i] ..
-  // ancestor_begin_[i + 1]), ascending, ending with i; tree_width_ is the longest such list.
-  std::vector<std::ptrdiff_t> ancestor_begin_;
-  std::vector<std::int32_t> ancestors_;
-  std::size_t tree_width_ = 0;
+  tree_layout tree_;                      // depths and ancestor lists of the last tree
   rope_table rope_;                       // RoPE angles of positions [0, max_size)
   std::vector<row_matrix> k_cache_, v_cache_;  // per layer: rows x kv_dim
   // Scratch, grown on demand; a pass of n tokens uses the top n rows.
@@ -286,51 +283,17 @@ inline void model::append_tree(std::span<const token_id> tokens,
         "llama2c::model::append_tree: a tree of " + std::to_string(n) +
         " nodes exceeds the engine's bound of max_tree_nodes = " + std::to_string(max_tree_nodes));
   check_tokens("append_tree", tokens);
-  if (parents.size() != n)
-    throw std::invalid_argument("llama2c::model::append_tree: parents.size() = " +
-                                std::to_string(parents.size()) + " differs from tokens.size() = " +
-                                std::to_string(n));
+  check_parents(parents, n, [] { return std::string("llama2c::model::append_tree: "); });
   check_logits("append_tree", n, logits);
-  // Depths (into a local pass of positions_ only after validation succeeds).
-  std::size_t deepest = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::int32_t p = parents[i];
-    if (p < -1 || p >= static_cast<std::int32_t>(i))
-      throw std::invalid_argument("llama2c::model::append_tree: parents[" + std::to_string(i) +
-                                  "] = " + std::to_string(p) + " must be -1 or in [0, " +
-                                  std::to_string(i) + ")");
-  }
-  // Validation done except capacity, which needs depths; compute them into positions_, which
-  // holds no state between calls.
-  positions_.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t depth =
-        parents[i] < 0 ? 0 : positions_[static_cast<std::size_t>(parents[i])] + 1;
-    positions_[i] = depth;
-    deepest = std::max(deepest, depth);
-  }
+  // Validation done except capacity, which needs the depths; tree_ holds no state between calls.
+  tree_.assign(parents);
+  const std::size_t deepest = tree_.width() - 1;
   if (deepest + 1 > max_size_ - size_)
     throw std::length_error("llama2c::model::append_tree: a node of depth " +
                             std::to_string(deepest) + " after " + std::to_string(size_) +
                             " tokens passes max_size() = " + std::to_string(max_size_));
-  for (std::size_t i = 0; i < n; ++i) positions_[i] += size_;
-  // Ancestor lists: node i's list is its parent's plus i (parents come first, so each list is
-  // ascending). Total length = sum of (depth + 1) <= n x (deepest + 1).
-  ancestor_begin_.resize(n + 1);
-  ancestors_.clear();
-  ancestor_begin_[0] = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (parents[i] >= 0) {
-      const auto p = static_cast<std::size_t>(parents[i]);
-      for (std::ptrdiff_t a = ancestor_begin_[p]; a < ancestor_begin_[p + 1]; ++a) {
-        const std::int32_t ancestor = ancestors_[static_cast<std::size_t>(a)];
-        ancestors_.push_back(ancestor);
-      }
-    }
-    ancestors_.push_back(static_cast<std::int32_t>(i));
-    ancestor_begin_[i + 1] = static_cast<std::ptrdiff_t>(ancestors_.size());
-  }
-  tree_width_ = deepest + 1;
+  positions_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) positions_[i] = size_ + tree_.depth(i);
   ensure_cache_rows(size_ + n);  // a wide tree can need more rows than positions
   pending_ = 0;
   forward(tokens, true, logits);
@@ -341,29 +304,9 @@ inline void model::append_tree(std::span<const token_id> tokens,
 inline void model::commit(std::span<const std::int32_t> path) {
   if (pending_ == 0)
     throw std::logic_error("llama2c::model::commit: no pending tree (call append_tree first)");
-  for (std::size_t k = 0; k < path.size(); ++k) {
-    const std::int32_t node = path[k];
-    const std::int32_t want_parent = k == 0 ? -1 : path[k - 1];
-    if (node < 0 || static_cast<std::size_t>(node) >= pending_)
-      throw std::invalid_argument("llama2c::model::commit: path[" + std::to_string(k) + "] = " +
-                                  std::to_string(node) + " is not a node of the pending tree of " +
-                                  std::to_string(pending_));
-    if (parents_[static_cast<std::size_t>(node)] != want_parent)
-      throw std::invalid_argument(
-          "llama2c::model::commit: path[" + std::to_string(k) + "] = " + std::to_string(node) +
-          " has parent " + std::to_string(parents_[static_cast<std::size_t>(node)]) +
-          ", expected " + std::to_string(want_parent) + " (a chain from a root)");
-  }
-  // path[k] >= k and increasing, so ascending moves never overwrite a row still to be read.
-  for (std::size_t k = 0; k < path.size(); ++k) {
-    const auto from = static_cast<Eigen::Index>(size_ + static_cast<std::size_t>(path[k]));
-    const auto to = static_cast<Eigen::Index>(size_ + k);
-    if (from == to) continue;
-    for (std::size_t l = 0; l < layers_; ++l) {
-      k_cache_[l].row(to) = k_cache_[l].row(from);
-      v_cache_[l].row(to) = v_cache_[l].row(from);
-    }
-  }
+  check_path(std::span<const std::int32_t>(parents_).first(pending_), path,
+             [] { return std::string("llama2c::model::commit: "); });
+  keep_path_rows(k_cache_, v_cache_, size_, path);
   size_ += path.size();
   pending_ = 0;
 }
@@ -398,7 +341,8 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
   ensure_scratch(n);
   // Causal rows span the context and the batch; tree rows the context and the longest
   // ancestor list.
-  const std::size_t score_floats = c.n_heads * attention_slice(n, size_ + (tree ? tree_width_ : n));
+  const std::size_t score_floats =
+      c.n_heads * attention_slice(n, size_ + (tree ? tree_.width() : n));
   if (scores_.size() < score_floats) scores_.resize(std::max(score_floats, 2 * scores_.size()));
   const auto N = static_cast<Eigen::Index>(n);
   const auto base = static_cast<Eigen::Index>(size_);
@@ -435,9 +379,9 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
                      .n_heads = static_cast<std::ptrdiff_t>(c.n_heads),
                      .n_kv_heads = static_cast<std::ptrdiff_t>(c.n_kv_heads),
                      .head_size = ihs,
-                     .ancestors = tree ? ancestors_.data() : nullptr,
-                     .ancestor_begin = tree ? ancestor_begin_.data() : nullptr,
-                     .tree_width = tree ? static_cast<std::ptrdiff_t>(tree_width_) : 0});
+                     .ancestors = tree ? tree_.ancestors() : nullptr,
+                     .ancestor_begin = tree ? tree_.ancestor_begin() : nullptr,
+                     .tree_width = tree ? static_cast<std::ptrdiff_t>(tree_.width()) : 0});
     const matmul_task out_proj[] = {{lw.wo.data(), dim, x.data(), dim, true}};
     matmul(pool, att.data(), dim, N, dim, out_proj);
 
