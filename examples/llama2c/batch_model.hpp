@@ -1,14 +1,22 @@
 // llama2c/batch_model.hpp - the llama2.c transformer serving many sequences, as a
-// specdec::BatchLanguageModel: one forward pass over a ragged batch (each entry its own
-// sequence, KV cache and positions) in which every weight matrix is read once for all rows of
-// all sequences (kernels.hpp's matmul, as for one sequence's K + 1 rows).
+// specdec::BatchTreeLanguageModel: one forward pass over a ragged batch (each entry its own
+// sequence, KV cache and positions; a chain or a token tree) in which every weight matrix is
+// read once for all rows of all sequences (kernels.hpp's matmul, as for one sequence's K + 1
+// rows).
 //
 // What is shared and what is not: the products with the weights (q, k, v, the output
 // projection, the FFN, the classifier) run on all N rows at once; attention runs per entry over
-// that entry's own cache (entries in parallel on the pool). Every row is computed by the same
-// instructions whatever the rest of the batch is, so a row's logits are the same bits as when
-// its entry is scored alone (the hidden rows of the FFN are padded to a multiple of 16 floats
-// so that the vectorised SiLU sees the same alignment in every row).
+// that entry's own cache (entries in parallel on the pool), causal for a chain and with an
+// ancestor list per node for a tree (tree_rows.hpp, the layout model.hpp's append_tree uses).
+// Every row is computed by the same instructions whatever the rest of the batch is, so a row's
+// logits are the same bits as when its entry is scored alone (the hidden rows of the FFN are
+// padded to a multiple of 16 floats so that the vectorised SiLU sees the same alignment in
+// every row).
+//
+// A tree entry leaves its tree pending in its sequence, as model::append_tree does: size(id)
+// does not count it, and commit(id, path) keeps one root-to-node path (moving its K/V rows into
+// place). Anything else that changes the sequence first discards the pending tree: a new entry
+// for it (chain or tree) and truncate.
 #pragma once
 
 #include <algorithm>
@@ -30,6 +38,7 @@
 #include "llama2c/kernels.hpp"
 #include "llama2c/row_ops.hpp"
 #include "llama2c/thread_pool.hpp"
+#include "llama2c/tree_rows.hpp"
 
 namespace specdec::llama2c {
 
@@ -44,10 +53,11 @@ struct batch_model_options {
 };
 
 /**
- * Many sequences on one set of weights. score() runs one batched forward; truncate is O(1);
- * create_sequence allocates (or reuses) a KV cache of max_context rows per layer. Ids are never
- * reused. Token trees are not scored (entries with parents are refused). Bad input throws
- * before any state changes. Not thread-safe.
+ * Many sequences on one set of weights. score() runs one batched forward over chains and token
+ * trees; truncate is O(1); commit is O(path x layers x kv_dim); create_sequence allocates (or
+ * reuses) a KV cache of max_context rows per layer (a tree wider than the positions left grows
+ * its sequence's cache). Ids are never reused. Bad input throws before any state changes. Not
+ * thread-safe.
  */
 class batch_model {
  public:
@@ -64,23 +74,46 @@ class batch_model {
   sequence_id create_sequence();
   /// Frees `id`'s cache for reuse. std::invalid_argument for an unknown id.
   void release_sequence(sequence_id id);
-  /// Tokens in `id`'s context. std::invalid_argument for an unknown id.
+  /// Tokens in `id`'s context; a pending tree's nodes are not counted. std::invalid_argument
+  /// for an unknown id.
   std::size_t size(sequence_id id) const { return find(id, "size").size; }
-  /// Keeps `id`'s first n tokens (std::out_of_range past size(id)). O(1).
+  /// True between a tree entry for `id` and commit(id, ...) (or whatever discards the tree).
+  bool tree_pending(sequence_id id) const { return !find(id, "tree_pending").pending.empty(); }
+  /// Keeps `id`'s first n tokens (std::out_of_range past size(id)). O(1). Discards a pending
+  /// tree.
   void truncate(sequence_id id, std::size_t n);
+
+  /// The most nodes one tree entry may have (model::max_tree_nodes).
+  static constexpr std::size_t max_tree_nodes = tree_node_limit;
+
   /**
-   * One forward pass over every entry (see the header comment). Throws before any change:
-   * std::invalid_argument (unknown id, a sequence twice, an empty entry, a tree entry, a wrong
-   * logits size), std::out_of_range (a token outside the vocabulary), std::length_error (a
-   * context past max_size(), more than max_batch_tokens() rows).
+   * One forward pass over every entry (see the header comment). A chain entry appends its
+   * tokens; a tree entry does what model::append_tree does for its sequence (node i at position
+   * size + depth(i), attending to the context and its ancestors) and leaves the tree pending.
+   * Either discards a tree already pending in that sequence. Throws before any change:
+   * std::invalid_argument (unknown id, a sequence twice, an empty entry, a tree of more than
+   * max_tree_nodes nodes, parents of the wrong size or a parent that is not -1 or an earlier
+   * node, a wrong logits size), std::out_of_range (a token outside the vocabulary),
+   * std::length_error (a context, or a tree's deepest node, past max_size(); more than
+   * max_batch_tokens() rows).
    */
   void score(std::span<const batch_entry> batch);
+
+  /**
+   * Keeps the root-to-node `path` of `id`'s pending tree (may be empty): size(id) grows by
+   * path.size(), the tree is no longer pending. model::commit for that sequence. Throws
+   * std::invalid_argument (unknown id, a path that is not a chain from a root of the tree),
+   * std::logic_error (no pending tree); nothing changes then.
+   */
+  void commit(sequence_id id, std::span<const std::int32_t> path);
 
  private:
   struct sequence {
     sequence_id id = 0;
     std::size_t size = 0;
-    std::vector<row_matrix> k, v;  // per layer: max_context x kv_dim
+    std::vector<std::int32_t> pending;  // parents of the pending tree; empty: none
+    // Per layer: max_context (more once a tree wider than the positions left grew it) x kv_dim.
+    std::vector<row_matrix> k, v;
   };
   const sequence& find(sequence_id id, const char* who) const;
   sequence& find(sequence_id id, const char* who) {
@@ -88,6 +121,7 @@ class batch_model {
   }
   void check(std::span<const batch_entry> batch);
   void ensure_scratch(std::size_t n);
+  void ensure_cache_rows(sequence& s, std::size_t rows);
   void forward(std::span<const batch_entry> batch);
   void attend(std::size_t layer, std::span<const batch_entry> batch);
 
@@ -98,14 +132,16 @@ class batch_model {
   std::vector<std::unique_ptr<sequence>> live_, spare_;
   sequence_id next_id_ = 1;
   rope_table rope_;
-  // Per pass: the sequence, first row and positions of each entry / row.
+  // Per pass: the sequence, first row and positions of each entry / row, and the layout of each
+  // tree entry (indexed by entry; chains leave theirs unused).
   std::vector<sequence*> seq_of_;
+  std::vector<tree_layout> trees_;
   std::vector<std::size_t> first_row_, positions_, score_offset_;
   row_matrix x_, xb_, q_, att_, k_new_, v_new_, h1_, h3_, logits_;
   std::vector<float, Eigen::aligned_allocator<float>> scores_;
 };
 
-static_assert(specdec::BatchLanguageModel<batch_model>);
+static_assert(specdec::BatchTreeLanguageModel<batch_model>);
 
 // ---------------------------------------------------------------------------------------------
 
@@ -154,6 +190,7 @@ inline sequence_id batch_model::create_sequence() {
   }
   s->id = next_id_++;
   s->size = 0;
+  s->pending.clear();
   live_.push_back(std::move(s));
   return live_.back()->id;
 }
@@ -172,12 +209,27 @@ inline void batch_model::truncate(sequence_id id, std::size_t n) {
                             " exceeds size = " + std::to_string(s.size) + " of sequence " +
                             std::to_string(id));
   s.size = n;
+  s.pending.clear();
+}
+
+inline void batch_model::commit(sequence_id id, std::span<const std::int32_t> path) {
+  sequence& s = find(id, "commit");
+  const auto where = [&] {
+    return "llama2c::batch_model::commit: sequence " + std::to_string(id) + ": ";
+  };
+  if (s.pending.empty())
+    throw std::logic_error(where() + "no pending tree (score a tree entry for it first)");
+  check_path(s.pending, path, where);
+  keep_path_rows(s.k, s.v, s.size, path);
+  s.size += path.size();
+  s.pending.clear();
 }
 
 inline void batch_model::check(std::span<const batch_entry> batch) {
   const std::size_t v = vocab_size();
   std::size_t rows = 0;
   seq_of_.clear();
+  if (trees_.size() < batch.size()) trees_.resize(batch.size());  // layouts keep their storage
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const batch_entry& e = batch[i];
     sequence& s = find(e.sequence, "score");
@@ -186,8 +238,12 @@ inline void batch_model::check(std::span<const batch_entry> batch) {
     if (std::find(seq_of_.begin(), seq_of_.end(), &s) != seq_of_.end())
       throw std::invalid_argument(where + "the sequence is already in this call");
     if (e.tokens.empty()) throw std::invalid_argument(where + "tokens is empty");
-    if (!e.parents.empty())
-      throw std::invalid_argument(where + "token trees are not scored by the batch model");
+    const bool tree = !e.parents.empty();
+    if (tree && e.tokens.size() > max_tree_nodes)
+      throw std::invalid_argument(where + "a tree of " + std::to_string(e.tokens.size()) +
+                                  " nodes exceeds the engine's bound of max_tree_nodes = " +
+                                  std::to_string(max_tree_nodes));
+    if (tree) check_parents(e.parents, e.tokens.size(), [&] { return where; });
     if (e.logits.size() != e.tokens.size() * v)
       throw std::invalid_argument(where + "logits.size() = " + std::to_string(e.logits.size()) +
                                   ", expected " + std::to_string(e.tokens.size() * v));
@@ -196,10 +252,18 @@ inline void batch_model::check(std::span<const batch_entry> batch) {
         throw std::out_of_range(where + "token " + std::to_string(e.tokens[j]) + " at index " +
                                 std::to_string(j) + " outside the vocabulary [0, " +
                                 std::to_string(v) + ")");
-    if (e.tokens.size() > max_context_ - s.size)
+    if (tree) {
+      trees_[i].assign(e.parents);
+      const std::size_t deepest = trees_[i].width() - 1;
+      if (deepest + 1 > max_context_ - s.size)
+        throw std::length_error(where + "a node of depth " + std::to_string(deepest) + " after " +
+                                std::to_string(s.size) + " tokens passes max_size() = " +
+                                std::to_string(max_context_));
+    } else if (e.tokens.size() > max_context_ - s.size) {
       throw std::length_error(where + std::to_string(s.size) + " + " +
                               std::to_string(e.tokens.size()) + " tokens exceed max_size() = " +
                               std::to_string(max_context_));
+    }
     rows += e.tokens.size();
     seq_of_.push_back(&s);
   }
@@ -212,8 +276,33 @@ inline void batch_model::check(std::span<const batch_entry> batch) {
 inline void batch_model::score(std::span<const batch_entry> batch) {
   check(batch);
   if (batch.empty()) return;
+  for (std::size_t e = 0; e < batch.size(); ++e) {
+    sequence& s = *seq_of_[e];
+    s.pending.clear();  // a new entry discards a pending tree
+    if (!batch[e].parents.empty()) ensure_cache_rows(s, s.size + batch[e].tokens.size());
+  }
   forward(batch);
-  for (std::size_t e = 0; e < batch.size(); ++e) seq_of_[e]->size += batch[e].tokens.size();
+  for (std::size_t e = 0; e < batch.size(); ++e) {
+    const batch_entry& entry = batch[e];
+    sequence& s = *seq_of_[e];
+    if (entry.parents.empty()) {
+      s.size += entry.tokens.size();
+    } else {
+      s.pending.assign(entry.parents.begin(), entry.parents.end());
+    }
+  }
+}
+
+// A tree's node i has its K/V at row size + i, so a tree wider than the positions left needs
+// more rows than max_context (as model::ensure_cache_rows).
+inline void batch_model::ensure_cache_rows(sequence& s, std::size_t rows) {
+  const auto r = static_cast<Eigen::Index>(rows);
+  if (s.k.empty() || s.k[0].rows() >= r) return;
+  const auto kv = static_cast<Eigen::Index>(cfg().kv_dim());
+  for (std::size_t l = 0; l < s.k.size(); ++l) {
+    s.k[l].conservativeResize(r, kv);
+    s.v[l].conservativeResize(r, kv);
+  }
 }
 
 inline void batch_model::ensure_scratch(std::size_t n) {
@@ -232,8 +321,9 @@ inline void batch_model::ensure_scratch(std::size_t n) {
   logits_.resize(rows, static_cast<Eigen::Index>(c.vocab_size));
 }
 
-// Each entry's new K/V rows into its cache, then attention over that cache for its rows; entries
-// in parallel (each on one thread), or one entry's heads in parallel when it is alone.
+// Each entry's new K/V rows into its cache, then attention over that cache for its rows (causal
+// for a chain, each node over its ancestors for a tree); entries in parallel (each on one
+// thread), or one entry's heads in parallel when it is alone.
 inline void batch_model::attend(std::size_t layer, std::span<const batch_entry> batch) {
   const config& c = cfg();
   const auto kv = static_cast<Eigen::Index>(c.kv_dim());
@@ -248,13 +338,17 @@ inline void batch_model::attend(std::size_t layer, std::span<const batch_entry> 
   const auto run = [&](std::size_t e, thread_pool* pool) {
     const sequence& s = *seq_of_[e];
     const auto r0 = static_cast<Eigen::Index>(first_row_[e]);
+    const tree_layout* tree = batch[e].parents.empty() ? nullptr : &trees_[e];
     attention(pool, {.q = q_.row(r0).data(), .k = s.k[layer].data(), .v = s.v[layer].data(),
                      .out = att_.row(r0).data(), .scores = scores_.data() + score_offset_[e],
                      .n = static_cast<std::ptrdiff_t>(batch[e].tokens.size()),
                      .context = static_cast<std::ptrdiff_t>(s.size),
                      .n_heads = static_cast<std::ptrdiff_t>(c.n_heads),
                      .n_kv_heads = static_cast<std::ptrdiff_t>(c.n_kv_heads),
-                     .head_size = static_cast<std::ptrdiff_t>(c.head_size())});
+                     .head_size = static_cast<std::ptrdiff_t>(c.head_size()),
+                     .ancestors = tree ? tree->ancestors() : nullptr,
+                     .ancestor_begin = tree ? tree->ancestor_begin() : nullptr,
+                     .tree_width = tree ? static_cast<std::ptrdiff_t>(tree->width()) : 0});
   };
   if (batch.size() == 1) return run(0, pool_.get());
   auto each = [&](std::size_t e) { run(e, nullptr); };
@@ -268,9 +362,14 @@ inline void batch_model::forward(std::span<const batch_entry> batch) {
   score_offset_.assign(1, 0);
   for (std::size_t e = 0; e < batch.size(); ++e) {
     const std::size_t n = batch[e].tokens.size(), ctx = seq_of_[e]->size;
-    for (std::size_t i = 0; i < n; ++i) positions_.push_back(ctx + i);
+    const bool tree = !batch[e].parents.empty();
+    for (std::size_t i = 0; i < n; ++i)
+      positions_.push_back(ctx + (tree ? trees_[e].depth(i) : i));
     first_row_.push_back(first_row_.back() + n);
-    score_offset_.push_back(score_offset_.back() + c.n_heads * attention_slice(n, ctx + n));
+    // Causal rows span the context and the entry; tree rows the context and the longest
+    // ancestor list.
+    const std::size_t width = ctx + (tree ? trees_[e].width() : n);
+    score_offset_.push_back(score_offset_.back() + c.n_heads * attention_slice(n, width));
   }
   const std::size_t n = positions_.size();
   ensure_scratch(n);
