@@ -398,5 +398,12 @@ TEST_CASE("llama2c batch_decoder: tree steps decode as speculative_decoder on ll
     const auto got = batch.result(ids[i]);
     CHECK(got.tokens == want.tokens);
     CHECK(got.stats.accepted_tokens == want.stats.accepted_tokens);
+    CHECK(got.stats.drafted_nodes == want.stats.drafted_nodes);
+    // The tree sequences sent trees (more nodes than positions), the chain one chains.
+    if (options[i].tree.empty()) {
+      CHECK(got.stats.drafted_nodes == got.stats.drafted_tokens);
+    } else {
+      CHECK(got.stats.drafted_nodes > got.stats.drafted_tokens);
+    }
   }
 }
