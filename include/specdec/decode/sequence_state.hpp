@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -31,6 +32,34 @@ using decode_clock = std::chrono::steady_clock;
 inline double seconds_between(decode_clock::time_point a, decode_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
+
+/**
+ * Room for the rows the target writes: resize(n) gives n floats with unspecified contents and
+ * never fills them (the score phase overwrites every row it is given; a std::vector would
+ * zero-fill each growth, 128 KiB per row at a 32k vocabulary). The storage only grows, so a
+ * sequence allocates once for its largest step; a contiguous range of float.
+ */
+class row_buffer {
+ public:
+  void resize(std::size_t n) {
+    if (n > capacity_) {
+      data_.reset(new float[n]);  // default-initialised: not zeroed
+      capacity_ = n;
+    }
+    size_ = n;
+  }
+  std::size_t size() const noexcept { return size_; }
+  float* data() noexcept { return data_.get(); }
+  const float* data() const noexcept { return data_.get(); }
+  float* begin() noexcept { return data_.get(); }
+  float* end() noexcept { return data_.get() + size_; }
+  const float* begin() const noexcept { return data_.get(); }
+  const float* end() const noexcept { return data_.get() + size_; }
+
+ private:
+  std::unique_ptr<float[]> data_;
+  std::size_t size_ = 0, capacity_ = 0;
+};
 
 /**
  * One sequence's generation state. Invariant between steps (while !done): the model's context
@@ -60,7 +89,7 @@ struct sequence_state {
   draft chain;
   tree_draft tree;
   std::vector<token_id> feed;  ///< chain: [last history token, drafts...]
-  std::vector<float> logits;   ///< rows x vocab, written by the score phase
+  row_buffer logits;           ///< rows x vocab, written by the score phase
   // The verdict, filled by the verify phase.
   std::vector<token_id> accepted;
   token_id next = 0;
