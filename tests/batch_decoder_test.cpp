@@ -327,18 +327,20 @@ TEST_CASE("batch_decoder: the K policy plans K from the measured cost of a batch
       twins.emplace_back(target_table);
       ids.push_back(batch.add(greedy.prompt, greedy.options, twin_drafters.emplace_back(twins.back())));
     }
-    std::size_t steps = 0, capped_to_0 = 0, uncapped = 0;
+    std::size_t steps = 0, capped_to_0 = 0, uncapped = 0, largest_cap = 0;
     while (batch.running_count() > 0) {
       const std::size_t cap = batch.step().k_cap.k;
       ++steps;
       capped_to_0 += cap == 0;
       uncapped += cap == std::numeric_limits<std::size_t>::max();
+      if (cap != std::numeric_limits<std::size_t>::max()) largest_cap = std::max(largest_cap, cap);
     }
     INFO("compute-bound " << compute_bound << ": " << steps << " steps, " << capped_to_0
                           << " capped to K = 0, " << uncapped << " uncapped");
     if (compute_bound) {
       CHECK(capped_to_0 > 0);
-      CHECK(uncapped < steps / 2);  // the first steps (measuring) and the probes
+      CHECK(uncapped < steps / 2);  // the first steps, until position 0 is measured
+      CHECK(largest_cap == 1);      // a probe drafts one position beyond the plan of K = 0
     } else {
       CHECK(capped_to_0 == 0);
     }

@@ -243,8 +243,6 @@ class batch_decoder {
   k_choice choose_k() {
     const batch_k_policy& policy = options_.k_policy;
     if (!policy.enabled()) return {};
-    if (policy.probe_every > 0 && stats_.steps % policy.probe_every == policy.probe_every - 1)
-      return {};  // a probe step: measure acceptance at the sequences' own K
     pooled_ = decode_stats{};
     std::size_t running = 0;
     for (const auto& s : slots_) {
@@ -270,7 +268,14 @@ class batch_decoder {
         }
       }
     }
-    return choose_draft_length(policy, running, pooled_);
+    k_choice c = choose_draft_length(policy, running, pooled_);
+    // A probe step drafts one position beyond the plan, so that the acceptance there keeps being
+    // measured (after a plan of K = 0 nothing else would be). Not the sequences' whole K: on a
+    // compute-bound curve one uncapped step of 8 sequences x 9 rows costs about 7 plain steps.
+    if (policy.probe_every > 0 && stats_.steps % policy.probe_every == policy.probe_every - 1 &&
+        c.k != k_choice{}.k)
+      c.k += 1;
+    return c;
   }
 
   // The score phase of every drafted sequence: one call, or several of at most

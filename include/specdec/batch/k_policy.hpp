@@ -32,8 +32,9 @@ struct batch_k_policy {
   /// Judged drafts at a position, pooled over the running sequences, before its acceptance
   /// counts; until position 0 has them the policy does not cap (it lets the sequences measure).
   std::size_t min_samples = 16;
-  /// Every probe_every-th step runs uncapped (0 = never), so that acceptance keeps being
-  /// measured after the policy chose K = 0 (a plan of plain decoding measures nothing more).
+  /// Every probe_every-th step drafts one position more than planned (0 = never), so that the
+  /// acceptance beyond the plan keeps being measured: after a plan of K = 0 (plain decoding)
+  /// nothing else would be, and a plan can only grow into positions with min_samples judged.
   std::size_t probe_every = 16;
 
   bool enabled() const noexcept { return !target.empty(); }
