@@ -9,6 +9,7 @@ set ylabel 'tokens/s over all sequences'
 set datafile separator "\t"
 set logscale x 2
 set xtics (1, 2, 4, 8, 16)
+set xrange [0.85:18]
 set yrange [0:*]
 set key outside right top
 set style line 5 lc rgb '#666666' lw 2.5 pt 7 ps 0.8
