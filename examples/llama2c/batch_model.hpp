@@ -121,7 +121,6 @@ class batch_model {
   }
   void check(std::span<const batch_entry> batch);
   void ensure_scratch(std::size_t n);
-  void ensure_cache_rows(sequence& s, std::size_t rows);
   void forward(std::span<const batch_entry> batch);
   void attend(std::size_t layer, std::span<const batch_entry> batch);
 
@@ -239,11 +238,11 @@ inline void batch_model::check(std::span<const batch_entry> batch) {
       throw std::invalid_argument(where + "the sequence is already in this call");
     if (e.tokens.empty()) throw std::invalid_argument(where + "tokens is empty");
     const bool tree = !e.parents.empty();
-    if (tree && e.tokens.size() > max_tree_nodes)
-      throw std::invalid_argument(where + "a tree of " + std::to_string(e.tokens.size()) +
-                                  " nodes exceeds the engine's bound of max_tree_nodes = " +
-                                  std::to_string(max_tree_nodes));
-    if (tree) check_parents(e.parents, e.tokens.size(), [&] { return where; });
+    const auto where_fn = [&] { return where; };
+    if (tree) {
+      check_node_count(e.tokens.size(), where_fn);
+      check_parents(e.parents, e.tokens.size(), where_fn);
+    }
     if (e.logits.size() != e.tokens.size() * v)
       throw std::invalid_argument(where + "logits.size() = " + std::to_string(e.logits.size()) +
                                   ", expected " + std::to_string(e.tokens.size() * v));
@@ -254,11 +253,7 @@ inline void batch_model::check(std::span<const batch_entry> batch) {
                                 std::to_string(v) + ")");
     if (tree) {
       trees_[i].assign(e.parents);
-      const std::size_t deepest = trees_[i].width() - 1;
-      if (deepest + 1 > max_context_ - s.size)
-        throw std::length_error(where + "a node of depth " + std::to_string(deepest) + " after " +
-                                std::to_string(s.size) + " tokens passes max_size() = " +
-                                std::to_string(max_context_));
+      check_tree_fits(trees_[i], s.size, max_context_, where_fn);
     } else if (e.tokens.size() > max_context_ - s.size) {
       throw std::length_error(where + std::to_string(s.size) + " + " +
                               std::to_string(e.tokens.size()) + " tokens exceed max_size() = " +
@@ -279,7 +274,8 @@ inline void batch_model::score(std::span<const batch_entry> batch) {
   for (std::size_t e = 0; e < batch.size(); ++e) {
     sequence& s = *seq_of_[e];
     s.pending.clear();  // a new entry discards a pending tree
-    if (!batch[e].parents.empty()) ensure_cache_rows(s, s.size + batch[e].tokens.size());
+    if (!batch[e].parents.empty())  // a wide tree can need more rows than max_context
+      grow_cache_rows(s.k, s.v, s.size + batch[e].tokens.size(), cfg().kv_dim());
   }
   forward(batch);
   for (std::size_t e = 0; e < batch.size(); ++e) {
@@ -290,18 +286,6 @@ inline void batch_model::score(std::span<const batch_entry> batch) {
     } else {
       s.pending.assign(entry.parents.begin(), entry.parents.end());
     }
-  }
-}
-
-// A tree's node i has its K/V at row size + i, so a tree wider than the positions left needs
-// more rows than max_context (as model::ensure_cache_rows).
-inline void batch_model::ensure_cache_rows(sequence& s, std::size_t rows) {
-  const auto r = static_cast<Eigen::Index>(rows);
-  if (s.k.empty() || s.k[0].rows() >= r) return;
-  const auto kv = static_cast<Eigen::Index>(cfg().kv_dim());
-  for (std::size_t l = 0; l < s.k.size(); ++l) {
-    s.k[l].conservativeResize(r, kv);
-    s.v[l].conservativeResize(r, kv);
   }
 }
 

@@ -278,20 +278,14 @@ inline void model::truncate(std::size_t n) {
 inline void model::append_tree(std::span<const token_id> tokens,
                                std::span<const std::int32_t> parents, std::span<float> logits) {
   const std::size_t n = tokens.size();
-  if (n > max_tree_nodes)
-    throw std::invalid_argument(
-        "llama2c::model::append_tree: a tree of " + std::to_string(n) +
-        " nodes exceeds the engine's bound of max_tree_nodes = " + std::to_string(max_tree_nodes));
+  const auto where = [] { return std::string("llama2c::model::append_tree: "); };
+  check_node_count(n, where);
   check_tokens("append_tree", tokens);
-  check_parents(parents, n, [] { return std::string("llama2c::model::append_tree: "); });
+  check_parents(parents, n, where);
   check_logits("append_tree", n, logits);
   // Validation done except capacity, which needs the depths; tree_ holds no state between calls.
   tree_.assign(parents);
-  const std::size_t deepest = tree_.width() - 1;
-  if (deepest + 1 > max_size_ - size_)
-    throw std::length_error("llama2c::model::append_tree: a node of depth " +
-                            std::to_string(deepest) + " after " + std::to_string(size_) +
-                            " tokens passes max_size() = " + std::to_string(max_size_));
+  check_tree_fits(tree_, size_, max_size_, where);
   positions_.resize(n);
   for (std::size_t i = 0; i < n; ++i) positions_[i] = size_ + tree_.depth(i);
   ensure_cache_rows(size_ + n);  // a wide tree can need more rows than positions
@@ -312,13 +306,7 @@ inline void model::commit(std::span<const std::int32_t> path) {
 }
 
 inline void model::ensure_cache_rows(std::size_t rows) {
-  const auto r = static_cast<Eigen::Index>(rows);
-  const auto kv = static_cast<Eigen::Index>(cfg().kv_dim());
-  if (!k_cache_.empty() && k_cache_[0].rows() >= r) return;
-  for (std::size_t l = 0; l < layers_; ++l) {
-    k_cache_[l].conservativeResize(r, kv);
-    v_cache_[l].conservativeResize(r, kv);
-  }
+  grow_cache_rows(k_cache_, v_cache_, rows, cfg().kv_dim());
 }
 
 inline void model::ensure_scratch(std::size_t n) {

@@ -1,7 +1,8 @@
 // llama2c/tree_rows.hpp - the token-tree bookkeeping both engines share (model.hpp for its one
-// sequence, batch_model.hpp for each tree entry of a batch): the parents checked, each node's
-// depth and ancestor list for tree attention (attention_args::ancestors), a commit path checked,
-// and its K/V rows moved into place. One definition, so that both engines accept and refuse the
+// sequence, batch_model.hpp for each tree entry of a batch): the node bound and the parents
+// checked, each node's depth and ancestor list for tree attention (attention_args::ancestors),
+// the deepest node checked against the context, the caches grown for a wide tree, a commit path
+// checked, and its K/V rows moved into place. One definition, so that both engines accept and refuse the
 // same trees with the same words and lay them out the same way.
 #pragma once
 
@@ -21,6 +22,16 @@ namespace specdec::llama2c {
 /// The most nodes one token tree may have in either engine. Memory and time grow with nodes x
 /// (context + depth): the score rows, the scratch rows (nodes x hidden_dim) and the cache rows.
 inline constexpr std::size_t tree_node_limit = 4096;
+
+/// Throws std::invalid_argument, its message starting with where(), for a tree of more than
+/// tree_node_limit nodes. O(1).
+template <class Where>
+void check_node_count(std::size_t n, const Where& where) {
+  if (n > tree_node_limit)
+    throw std::invalid_argument(where() + "a tree of " + std::to_string(n) +
+                                " nodes exceeds the engine's bound of max_tree_nodes = " +
+                                std::to_string(tree_node_limit));
+}
 
 /**
  * Throws std::invalid_argument, its message starting with where(), unless `parents` has n
@@ -88,6 +99,31 @@ class tree_layout {
   std::vector<std::int32_t> ancestors_;
   std::size_t deepest_ = 0;
 };
+
+/// Throws std::length_error, its message starting with where(), when the deepest node of the
+/// laid-out `tree` would sit past max_size after a context of `size` tokens. O(1).
+template <class Where>
+void check_tree_fits(const tree_layout& tree, std::size_t size, std::size_t max_size,
+                     const Where& where) {
+  const std::size_t deepest = tree.width() - 1;
+  if (deepest + 1 > max_size - size)
+    throw std::length_error(where() + "a node of depth " + std::to_string(deepest) + " after " +
+                            std::to_string(size) + " tokens passes max_size() = " +
+                            std::to_string(max_size));
+}
+
+/// Grows every layer's cache in `k` and `v` to at least `rows` rows of kv_dim, keeping their
+/// contents (a tree's node i has its K/V at row size + i, so a wide tree can need more rows than
+/// positions). O(rows x layers x kv_dim) when it grows, O(1) otherwise.
+inline void grow_cache_rows(std::span<row_matrix> k, std::span<row_matrix> v, std::size_t rows,
+                            std::size_t kv_dim) {
+  const auto r = static_cast<Eigen::Index>(rows);
+  if (k.empty() || k[0].rows() >= r) return;
+  for (std::size_t l = 0; l < k.size(); ++l) {
+    k[l].conservativeResize(r, static_cast<Eigen::Index>(kv_dim));
+    v[l].conservativeResize(r, static_cast<Eigen::Index>(kv_dim));
+  }
+}
 
 /**
  * Throws std::invalid_argument, its message starting with where(), unless `path` is a chain from
