@@ -49,6 +49,23 @@ struct drafts {
   }
 };
 
+// Sequence i decodes texts[i] with options[i] and its own layer-skip drafter, all through one
+// batch_decoder on one batch_model, run to the end.
+struct batch_run {
+  l2::batch_model model;
+  drafts d;
+  specdec::batch_decoder<l2::batch_model, draft_t> decoder;
+  std::vector<sequence_id> ids;
+
+  batch_run(fixture& f, const std::vector<std::string>& texts,
+            const std::vector<specdec::generate_options>& options)
+      : model(f.w, {.max_sequences = 8, .max_batch_tokens = 64}), d{f.w, {}, {}}, decoder(model) {
+    for (std::size_t i = 0; i < texts.size(); ++i)
+      ids.push_back(decoder.add(f.tok.encode(texts[i]), options[i], d.make()));
+    decoder.run();
+  }
+};
+
 std::vector<specdec::generate_options> varied_options() {
   std::vector<specdec::generate_options> o(4);
   o[0].sampling.temperature = 0.0f;
@@ -128,13 +145,9 @@ TEST_CASE("llama2c batch_decoder: each sequence decodes exactly as it does alone
   fixture f;
   const auto options = varied_options();
   const std::vector<std::string> texts = {"I dreamed", "The light", "Once upon a time", "A cat"};
-  l2::batch_model m(f.w, {.max_sequences = 8, .max_batch_tokens = 64});
-  drafts d{f.w, {}, {}};
-  specdec::batch_decoder<l2::batch_model, draft_t> batch(m);
-  std::vector<sequence_id> ids;
-  for (std::size_t i = 0; i < texts.size(); ++i)
-    ids.push_back(batch.add(f.tok.encode(texts[i]), options[i], d.make()));
-  batch.run();
+  batch_run run(f, texts, options);
+  const auto& batch = run.decoder;
+  const auto& ids = run.ids;
   CHECK(batch.stats().target_calls == batch.stats().steps);
   for (std::size_t i = 0; i < texts.size(); ++i) {
     INFO("sequence " << i << ": " << texts[i]);
@@ -380,13 +393,9 @@ TEST_CASE("llama2c batch_decoder: tree steps decode as speculative_decoder on ll
   options[2].sampling.temperature = 0.0f;  // a chain sequence in the same calls
   options[2].draft_length = 4;
   for (auto& o : options) o.max_new_tokens = 60;
-  l2::batch_model m(f.w, {.max_sequences = 8, .max_batch_tokens = 64});
-  drafts d{f.w, {}, {}};
-  specdec::batch_decoder<l2::batch_model, draft_t> batch(m);
-  std::vector<sequence_id> ids;
-  for (std::size_t i = 0; i < texts.size(); ++i)
-    ids.push_back(batch.add(f.tok.encode(texts[i]), options[i], d.make()));
-  batch.run();
+  batch_run run(f, texts, options);
+  const auto& batch = run.decoder;
+  const auto& ids = run.ids;
   CHECK(batch.stats().target_calls == batch.stats().steps);
   for (std::size_t i = 0; i < texts.size(); ++i) {
     INFO("sequence " << i << ": " << texts[i]);
