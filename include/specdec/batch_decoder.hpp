@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -272,9 +273,9 @@ class batch_decoder {
     // A probe step drafts one position beyond the plan, so that the acceptance there keeps being
     // measured (after a plan of K = 0 nothing else would be). Not the sequences' whole K: on a
     // compute-bound curve one uncapped step of 8 sequences x 9 rows costs about 7 plain steps.
-    if (policy.probe_every > 0 && stats_.steps % policy.probe_every == policy.probe_every - 1 &&
-        c.k != k_choice{}.k)
-      c.k += 1;
+    const bool probe =
+        policy.probe_every > 0 && stats_.steps % policy.probe_every == policy.probe_every - 1;
+    if (probe && c.k != std::numeric_limits<std::size_t>::max()) c.k += 1;  // max: no cap
     return c;
   }
 
