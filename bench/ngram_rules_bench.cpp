@@ -194,18 +194,20 @@ std::vector<row> rows() {
                n > 1};
   };
   return {
-      ngram("today's defaults (2..4, most recent)", {}),
-      ngram("2..8, most recent", {.max_ngram = 8}),
-      ngram("2..64, most recent", {.max_ngram = 64}),
+      ngram("former defaults (2..4, most recent)", {.min_ngram = 2, .max_ngram = 4}),
+      ngram("2..8, most recent", {.min_ngram = 2, .max_ngram = 8}),
+      ngram("2..64, most recent", {.min_ngram = 2, .max_ngram = 64}),
       ngram("unbounded, min 1, most recent", {.min_ngram = 1, .max_ngram = 0}),
-      ngram("unbounded, min 2, most recent", {.max_ngram = 0}),
+      ngram("unbounded, min 2, most recent", {.min_ngram = 2, .max_ngram = 0}),
       ngram("unbounded, min 3, most recent", {.min_ngram = 3, .max_ngram = 0}),
       ngram("unbounded, min 2, longest continuation",
-            {.max_ngram = 0, .match = ngram_match_policy::longest_continuation}),
+            {.min_ngram = 2, .max_ngram = 0, .match = ngram_match_policy::longest_continuation}),
       ngram("unbounded, min 2, most frequent",
-            {.max_ngram = 0, .match = ngram_match_policy::most_frequent}),
-      ngram("unbounded, min 2, most recent, adaptive x2", {.max_ngram = 0, .adaptive_factor = 2}),
-      ngram("unbounded, min 2, most recent, adaptive x4", {.max_ngram = 0, .adaptive_factor = 4}),
+            {.min_ngram = 2, .max_ngram = 0, .match = ngram_match_policy::most_frequent}),
+      ngram("unbounded, min 2, most recent, adaptive x2",
+            {.min_ngram = 2, .max_ngram = 0, .adaptive_factor = 2}),
+      ngram("unbounded, min 2, most recent, adaptive x4",
+            {.min_ngram = 2, .max_ngram = 0, .adaptive_factor = 4}),
       ngram("unbounded, min 1, most frequent",
             {.min_ngram = 1, .max_ngram = 0, .match = ngram_match_policy::most_frequent}),
       ngram("unbounded, min 1, most frequent, adaptive x8",
@@ -217,8 +219,8 @@ std::vector<row> rows() {
             {.min_ngram = 1, .max_ngram = 0, .adaptive_factor = 8}),
       ngram("unbounded, min 1, recent, adaptive x16",
             {.min_ngram = 1, .max_ngram = 0, .adaptive_factor = 16}),
-      ngram("2..8, 8 candidates (trie)", {.max_ngram = 8}, 8),
-      ngram("unbounded, min 2, 8 candidates (trie)", {.max_ngram = 0}, 8),
+      ngram("2..8, 8 candidates (trie)", {.min_ngram = 2, .max_ngram = 8}, 8),
+      ngram("unbounded, min 2, 8 candidates (trie)", {.min_ngram = 2, .max_ngram = 0}, 8),
       ngram("unbounded, min 1, 8 candidates (trie)", {.min_ngram = 1, .max_ngram = 0}, 8),
       ngram("unbounded, min 1, most frequent, 8 candidates (trie)",
             {.min_ngram = 1, .max_ngram = 0, .match = ngram_match_policy::most_frequent}, 8),
@@ -296,9 +298,9 @@ int main() {
   if (subword.empty()) return 0;
   std::printf(
       "\nPer task, subword tokens (tokens/step at K = 8 / K = 64):\n\n| task | output tokens |");
-  std::vector<std::size_t> shown;  // today's defaults, the new defaults, and two alternatives
+  std::vector<std::size_t> shown;  // the former defaults, the defaults, and two alternatives
   for (std::size_t i = 0; i < all.size(); ++i)
-    if (all[i].name.starts_with("today's") ||
+    if (all[i].name.starts_with("former defaults") ||
         all[i].name.starts_with("unbounded, min 1, most recent") ||
         all[i].name == "unbounded, min 1, most frequent" ||
         all[i].name == "unbounded, min 1, 8 candidates (trie)")
