@@ -162,6 +162,17 @@ TEST_CASE("ngram_drafter: candidates are distinct, latest first, longest n-gram 
   CHECK(d.propose_candidates(h, 2, 0).empty());
 }
 
+TEST_CASE("ngram_drafter: unbounded candidates branch inside the draft") {
+  ngram_drafter d({.max_ngram = 0});
+  // "5 1" was followed by "2 3" and by "2 4": the draft copies the latest ("2 4 5"); "2" is
+  // certain (P(draft's 2) = 2/3, the rest escapes), then 3 and 4 are even (1/4 each), so the
+  // branch 3 at the second position is worth 2/3 * 1/4 and is taken, continued from its
+  // occurrence. The former rule (alternatives after shorter matches only) found no second draft.
+  const tokens h{5, 1, 2, 3, 5, 1, 2, 4, 5, 1};
+  CHECK(d.propose_candidates(h, 3, 4) == std::vector<tokens>{{2, 4, 5}, {2, 3, 5}});
+  CHECK(d.propose_candidates(h, 3, 1) == std::vector<tokens>{{2, 4, 5}});
+}
+
 TEST_CASE("ngram_drafter: incremental index agrees with a naive rescan") {
   struct setting {
     std::size_t min_ngram, max_ngram, max_draft;
@@ -171,7 +182,7 @@ TEST_CASE("ngram_drafter: incremental index agrees with a naive rescan") {
                                       {1, 8, 32}, {1, 0, 8}, {2, 0, 40}, {4, 0, 16}};
   const std::vector<std::size_t> ks{0, 1, 3, 8, 40};
   std::uint64_t seed = 1;
-  std::size_t calls = 0, non_empty = 0, differs_by_policy = 0;
+  std::size_t calls = 0, non_empty = 0, differs_by_policy = 0, inner_branches = 0;
   for (const auto& s : settings)
     for (const auto match :
          {ngram_match_policy::most_recent, ngram_match_policy::longest_continuation,
@@ -229,7 +240,10 @@ TEST_CASE("ngram_drafter: incremental index agrees with a naive rescan") {
               INFO("step " << step << " size " << h.size() << " k " << k);
               if (g.below(4) == 0) {
                 const std::size_t n = 1 + g.below(4);
-                REQUIRE(d.propose_candidates(h, k, n) == ref.candidates(h, k, n));
+                const auto got = d.propose_candidates(h, k, n);
+                REQUIRE(got == ref.candidates(h, k, n));
+                // A second candidate sharing the first's first token branched inside it.
+                inner_branches += got.size() > 1 && got[1].front() == got[0].front();
               } else {
                 const tokens got = d.propose(h, k);
                 REQUIRE(got == ref.propose(h, k));
@@ -249,6 +263,7 @@ TEST_CASE("ngram_drafter: incremental index agrees with a naive rescan") {
   CHECK(non_empty > calls / 3);
   CHECK(non_empty < calls);
   CHECK(differs_by_policy > calls / 50);
+  CHECK(inner_branches > 10);
 }
 
 TEST_CASE("ngram_drafter: a long repetitive stream stays exact") {

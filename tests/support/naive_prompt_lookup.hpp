@@ -195,38 +195,113 @@ struct naive_prompt_lookup {
     }
     return out;
   }
-  // Unbounded: propose() first; then, per length from the longest match down to min_ngram, one
-  // continuation per following token ranked by how often it followed (ties: the latest), copied
-  // from the latest occurrence followed by it; duplicates skipped.
+  // The next-token distribution after x (= h + a hypothetical draft prefix) as candidates use it:
+  // j ranges over the ends j <= limit - 2 in h, cs(j) = the common suffix length of h[0..j] and
+  // x; a context is "the ends with cs(j) >= v" for a value v >= min_ngram taken by cs; the
+  // largest 4 such v, largest first, are blended (PPM, escape C, no exclusion): a context with T
+  // ends followed by q distinct tokens gives token c weight * count(c) / (T + q), then weight
+  // *= q / (T + q). at: 1 + the latest end followed by c in the first context that has c.
+  struct prediction {
+    token_id token;
+    double p;
+    std::size_t at;
+  };
+  std::vector<prediction> predict(const tokens& h, const tokens& x) const {
+    std::vector<prediction> out;
+    const std::size_t lim = limit(h);
+    if (lim < 2) return out;
+    std::vector<std::size_t> cs(lim - 1, 0);
+    for (std::size_t j = 0; j < cs.size(); ++j)
+      while (cs[j] <= j && cs[j] < x.size() && h[j - cs[j]] == x[x.size() - 1 - cs[j]]) ++cs[j];
+    std::vector<std::size_t> values;
+    for (const std::size_t v : cs)
+      if (v >= o.min_ngram && v > 0) values.push_back(v);
+    std::sort(values.rbegin(), values.rend());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    if (values.size() > 4) values.resize(4);
+    double weight = 1;
+    for (const std::size_t v : values) {
+      std::vector<prediction> ctx;  // per token: count in p, latest end + 1 in at
+      std::size_t total = 0;
+      for (std::size_t j = 0; j < cs.size(); ++j) {
+        if (cs[j] < v) continue;
+        ++total;
+        auto it = std::find_if(ctx.begin(), ctx.end(),
+                               [&](const prediction& c) { return c.token == h[j + 1]; });
+        if (it == ctx.end())
+          ctx.push_back({h[j + 1], 1, j + 1});
+        else
+          it->p += 1, it->at = j + 1;
+      }
+      const double denom = double(total) + double(ctx.size());
+      for (const prediction& c : ctx) {
+        const double p = weight * c.p / denom;
+        auto it = std::find_if(out.begin(), out.end(),
+                               [&](const prediction& e) { return e.token == c.token; });
+        if (it == out.end())
+          out.push_back({c.token, p, c.at});
+        else
+          it->p = it->p + p;
+      }
+      weight *= double(ctx.size()) / denom;
+    }
+    return out;
+  }
+
+  // Unbounded: propose() first (draft 0); then, while fewer than n, the best untaken branch. A
+  // branch (i, d, x) is a token x predicted after h + draft_i[0..d) other than draft_i[d], worth
+  // reach(i, d) * P(x); reach(0, 0) = 1, reach(i, d + 1) = reach(i, d) * P(draft_i[d]), and a
+  // draft made from branch b starts with reach b's value at position d + 1 (positions before
+  // that belong to the draft it came from). Taking b: draft_i[0..d) + the text from x's `at`,
+  // at most K' - d tokens (K' = K after the adaptive cap). Best: highest value, then smaller
+  // d, then larger at, then smaller i. Positions with reach 0 or without a prediction stop a
+  // draft's branches.
   std::vector<tokens> candidates_unbounded(const tokens& h, std::size_t k, std::size_t n) const {
     std::vector<tokens> out;
     auto first = propose(h, k);
     if (first.empty()) return out;
+    if (o.adaptive_factor > 0)
+      k = std::min(k, static_cast<std::size_t>(std::ceil(o.adaptive_factor * double(longest(h)))));
     out.push_back(std::move(first));
-    const auto l = common_suffix(h);
-    for (std::size_t m = longest(h); m >= o.min_ngram && m > 0 && out.size() < n; --m) {
-      std::vector<std::size_t> ends;
-      for (std::size_t e = l.size(); e-- > 0;)
-        if (l[e] >= m) ends.push_back(e);
-      if (ends.empty()) continue;
-      std::vector<std::pair<std::size_t, std::size_t>> groups;  // (count, latest end)
-      for (const std::size_t e : ends) {  // descending: the first of a token is its latest
-        auto it = std::find_if(groups.begin(), groups.end(),
-                               [&](const auto& g) { return h[g.second + 1] == h[e + 1]; });
-        if (it == groups.end())
-          groups.emplace_back(1, e);
-        else
-          ++it->first;
+    struct branch {
+      double value;
+      std::size_t draft, depth;
+      token_id token;
+      std::size_t at;
+    };
+    std::vector<branch> open;
+    auto grow = [&](std::size_t i, std::size_t from, double reach) {
+      for (std::size_t d = from; d < out[i].size() && reach > 0; ++d) {
+        tokens x = h;
+        x.insert(x.end(), out[i].begin(), out[i].begin() + static_cast<std::ptrdiff_t>(d));
+        const auto predicted = predict(h, x);
+        if (predicted.empty()) return;
+        double own = 0;
+        for (const prediction& p : predicted) {
+          if (p.token == out[i][d])
+            own = p.p;
+          else
+            open.push_back({reach * p.p, i, d, p.token, p.at});
+        }
+        reach *= own;
       }
-      std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
-        return a.first != b.first ? a.first > b.first : a.second > b.second;
-      });
-      for (const auto& g : groups) {
-        auto c = continuation(h, g.second, k);
-        if (std::find(out.begin(), out.end(), c) != out.end()) continue;
-        out.push_back(std::move(c));
-        if (out.size() == n) return out;
-      }
+    };
+    grow(0, 0, 1.0);
+    while (out.size() < n && !open.empty()) {
+      const auto best =
+          std::min_element(open.begin(), open.end(), [](const branch& a, const branch& b) {
+            if (a.value != b.value) return a.value > b.value;
+            if (a.depth != b.depth) return a.depth < b.depth;
+            if (a.at != b.at) return a.at > b.at;
+            return a.draft < b.draft;
+          });
+      const branch b = *best;
+      open.erase(best);
+      tokens c(out[b.draft].begin(), out[b.draft].begin() + static_cast<std::ptrdiff_t>(b.depth));
+      const tokens rest = continuation(h, b.at - 1, k - b.depth);
+      c.insert(c.end(), rest.begin(), rest.end());
+      out.push_back(std::move(c));
+      grow(out.size() - 1, b.depth + 1, b.value);
     }
     return out;
   }

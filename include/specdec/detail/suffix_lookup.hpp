@@ -156,29 +156,105 @@ class suffix_lookup {
     }
   }
 
-  /// Up to n distinct drafts: propose() first; then per state from the longest match down to
-  /// rule.min_length, one per following token ranked by frequency (ties: the latest), each
-  /// copied from the latest occurrence followed by that token.
+  /// Up to n distinct drafts grown best first as a tree (docs/ngram.md, "Which continuation"):
+  /// propose() first; then, while fewer than n, the untaken branch of highest value, where a
+  /// branch is a token x != the draft's own at position d of a draft already taken, worth
+  /// P(draft's first d tokens) * P(x), both from predict(); it is taken as the draft's first d
+  /// tokens, then the text from the latest occurrence of x after the longest context that had it.
+  /// Ties: shallower, then later occurrence, then earlier draft. O(n * K * D * log n) with D the
+  /// largest out-degree among the at most max_blended + 1 states read per draft position.
   void candidates(const lookup_rule& rule, std::size_t k, std::size_t n,
                   std::vector<std::vector<token_id>>& result) {
     std::vector<token_id> first;
     propose(rule, k, first);
     if (first.empty()) return;
-    result.push_back(std::move(first));
     const match_info m = match();
-    for (std::uint32_t s = m.state;
-         result.size() < n && s != sam::root && automaton_.length(s) >= rule.min_length;
-         s = automaton_.link(s)) {
-      children(s, kids_);
-      std::sort(kids_.begin(), kids_.end(), ranks_before);
-      for (const child_info& c : kids_) {
-        std::vector<token_id> candidate;
-        append_continuation(c.last - 1, k, candidate);
-        if (std::find(result.begin(), result.end(), candidate) != result.end()) continue;
-        result.push_back(std::move(candidate));
-        if (result.size() == n) return;
-      }
+    k = draft_length(rule, m.length, k);
+    branches_.clear();
+    result.push_back(std::move(first));
+    grow(rule, result, 0, 0, m, 1.0);
+    while (result.size() < n && !branches_.empty()) {
+      std::pop_heap(branches_.begin(), branches_.end(), worse);
+      const branch b = branches_.back();
+      branches_.pop_back();
+      std::vector<token_id> c(result[b.draft].begin(),
+                              result[b.draft].begin() + static_cast<std::ptrdiff_t>(b.depth));
+      append_continuation(b.at - 1, k - b.depth, c);
+      result.push_back(std::move(c));
+      grow(rule, result, result.size() - 1, b.depth + 1,
+           advance(b.context, b.token, rule.min_length), b.value);
     }
+  }
+
+  /// How many contexts predict() blends: the longest ones with distinct occurrence sets.
+  static constexpr std::size_t max_blended = 4;
+
+  /// One predicted next token: its probability and the position of its latest occurrence after
+  /// the longest blended context that was followed by it.
+  struct prediction {
+    token_id token;
+    double p;
+    std::uint32_t at;
+  };
+
+  /// The next-token distribution after the context state s (PPM with escape method C, Moffat
+  /// 1990, without exclusion): over s and its suffix-link ancestors of length >= min_length,
+  /// skipping one whose occurrence count equals the previous one's, the first max_blended; a
+  /// context with T occurrences followed by q distinct tokens gives token c
+  /// weight * count(c) / (T + q) and passes weight * q / (T + q) on. Sorted by token.
+  /// O(max_blended * D * log n).
+  void predict(std::uint32_t s, std::size_t min_length, std::vector<prediction>& out) {
+    out.clear();
+    double weight = 1;
+    std::uint32_t previous = 0;
+    std::size_t blended = 0;
+    for (std::uint32_t u = s;
+         u != sam::root && automaton_.length(u) >= min_length && blended < max_blended;
+         u = automaton_.link(u)) {
+      const std::uint32_t total = automaton_.stats(u).count;
+      if (total == previous) continue;  // the same occurrences (or none)
+      previous = total;
+      ++blended;
+      children(u, kids_);
+      std::sort(kids_.begin(), kids_.end(),
+                [](const child_info& a, const child_info& b) { return a.token < b.token; });
+      const double denom = static_cast<double>(total) + static_cast<double>(kids_.size());
+      merged_.clear();
+      auto it = out.begin();
+      for (const child_info& c : kids_) {
+        for (; it != out.end() && it->token < c.token; ++it) merged_.push_back(*it);
+        const double p = weight * static_cast<double>(c.count) / denom;
+        if (it != out.end() && it->token == c.token) {
+          merged_.push_back({c.token, it->p + p, it->at});
+          ++it;
+        } else {
+          merged_.push_back({c.token, p, c.last});
+        }
+      }
+      merged_.insert(merged_.end(), it, out.end());
+      out.swap(merged_);
+      weight *= static_cast<double>(kids_.size()) / denom;
+    }
+  }
+
+  /// The context after appending t to a context c: the longest suffix with an occurrence ending
+  /// at e <= N - 2 (state root when it is shorter than min_length). O(link steps * log n).
+  match_info advance(match_info c, token_id t, std::size_t min_length) {
+    std::uint32_t s = c.state;
+    std::size_t length = c.length;
+    while (s != sam::root && automaton_.next(s, t) == none) {
+      s = automaton_.link(s);
+      length = automaton_.length(s);
+    }
+    std::uint32_t r = automaton_.next(s, t);
+    if (r == none) return {};
+    ++length;
+    if (automaton_.stats(r).count == 0) {  // ends at N - 1 only: one step up (see match())
+      r = automaton_.link(r);
+      length = automaton_.length(r);
+    }
+    if (r == sam::root || length < min_length) return {};
+    return {r, length};
   }
 
   /// Appends t[e + 1 .. e + min(k, N - 1 - e)] to out.
@@ -200,6 +276,45 @@ class suffix_lookup {
     return a.count != b.count ? a.count > b.count : a.last > b.last;
   }
 
+  // An untaken branch of candidates(): token at position depth of draft `draft`, whose node has
+  // the context `context`.
+  struct branch {
+    double value;
+    std::size_t draft, depth;
+    token_id token;
+    std::uint32_t at;
+    match_info context;
+  };
+  // Heap order: a ranks after b (lower value; deeper; earlier occurrence; later draft).
+  static bool worse(const branch& a, const branch& b) noexcept {
+    if (a.value != b.value) return a.value < b.value;
+    if (a.depth != b.depth) return a.depth > b.depth;
+    if (a.at != b.at) return a.at < b.at;
+    return a.draft > b.draft;
+  }
+
+  // Adds the branches along draft i from position `from` (whose context is c, reached with
+  // probability reach).
+  void grow(const lookup_rule& rule, const std::vector<std::vector<token_id>>& drafts,
+            std::size_t i, std::size_t from, match_info c, double reach) {
+    const std::vector<token_id>& draft = drafts[i];
+    for (std::size_t d = from; d < draft.size() && c.state != sam::root && reach > 0; ++d) {
+      predict(c.state, rule.min_length, predicted_);
+      double p_own = 0;
+      for (const prediction& p : predicted_) {
+        if (p.token == draft[d]) {
+          p_own = p.p;
+          continue;
+        }
+        branches_.push_back({reach * p.p, i, d, p.token, p.at, c});
+        std::push_heap(branches_.begin(), branches_.end(), worse);
+      }
+      reach *= p_own;
+      // Only a predicted token is followed: it follows one of the states predict() read, so
+      // advance() takes at most max_blended + 1 link steps.
+      if (reach > 0) c = advance(c, draft[d], rule.min_length);
+    }
+  }
 
   std::uint32_t chosen_end(const lookup_rule& rule, std::uint32_t s, std::size_t k) {
     const std::uint32_t latest = latest_end(s);
@@ -229,6 +344,8 @@ class suffix_lookup {
   std::size_t prompt_length_ = 0;
   match_info matcher_;
   std::vector<child_info> kids_;  // scratch
+  std::vector<prediction> predicted_, merged_;
+  std::vector<branch> branches_;
 };
 
 }  // namespace specdec::detail

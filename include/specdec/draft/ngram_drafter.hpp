@@ -100,11 +100,15 @@ class ngram_drafter {
   }
 
   /**
-   * Up to n pairwise different continuations (each up to min(k, max_draft) tokens) taken from
-   * different earlier occurrences, for a multi-candidate (trie) verifier. Order: longest matching
-   * n-gram first; within one length, most recent occurrence first; shorter lengths fill the
-   * remaining places. At most max_candidate_scan occurrences are examined per length. Under
-   * most_recent, element 0 equals propose(history, k). O(max_ngram * max_candidate_scan * k * n).
+   * Up to n pairwise different continuations (each up to min(k, max_draft) tokens) for a
+   * multi-candidate (trie) verifier. Unbounded (max_ngram = 0): propose(history, k) first, then
+   * the most probable branches off the drafts taken, each worth P(reaching its position) * P(its
+   * token) from the occurrence counts (PPM-style; docs/ngram.md), continued by copying;
+   * O(n * k * D * log n), D the largest out-degree of the few automaton states read per position.
+   * Bounded: from different earlier occurrences, longest matching n-gram first; within one
+   * length, most recent occurrence first; shorter lengths fill the remaining places; at most
+   * max_candidate_scan occurrences examined per length; under most_recent, element 0 equals
+   * propose(history, k); O(max_ngram * max_candidate_scan * k * n).
    */
   std::vector<std::vector<token_id>> propose_candidates(std::span<const token_id> history,
                                                         std::size_t k, std::size_t n) {
