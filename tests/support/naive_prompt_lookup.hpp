@@ -198,7 +198,8 @@ struct naive_prompt_lookup {
   // The next-token distribution after x (= h + a hypothetical draft prefix) as candidates use it:
   // j ranges over the ends j <= limit - 2 in h, cs(j) = the common suffix length of h[0..j] and
   // x; a context is "the ends with cs(j) >= v" for a value v >= min_ngram taken by cs; the
-  // largest 4 such v, largest first, are blended (PPM, escape C, no exclusion): a context with T
+  // largest 4 such v, largest first, are blended, stopping before the first context with more
+  // than 64 ends (PPM, escape C, no exclusion): a context with T
   // ends followed by q distinct tokens gives token c weight * count(c) / (T + q), then weight
   // *= q / (T + q). at: 1 + the latest end followed by c in the first context that has c.
   struct prediction {
@@ -223,9 +224,11 @@ struct naive_prompt_lookup {
     for (const std::size_t v : values) {
       std::vector<prediction> ctx;  // per token: count in p, latest end + 1 in at
       std::size_t total = 0;
+      for (std::size_t j = 0; j < cs.size(); ++j)
+        if (cs[j] >= v) ++total;
+      if (total > 64) break;
       for (std::size_t j = 0; j < cs.size(); ++j) {
         if (cs[j] < v) continue;
-        ++total;
         auto it = std::find_if(ctx.begin(), ctx.end(),
                                [&](const prediction& c) { return c.token == h[j + 1]; });
         if (it == ctx.end())

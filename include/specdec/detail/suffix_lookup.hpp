@@ -161,8 +161,8 @@ class suffix_lookup {
   /// branch is a token x != the draft's own at position d of a draft already taken, worth
   /// P(draft's first d tokens) * P(x), both from predict(); it is taken as the draft's first d
   /// tokens, then the text from the latest occurrence of x after the longest context that had it.
-  /// Ties: shallower, then later occurrence, then earlier draft. O(n * K * D * log n) with D the
-  /// largest out-degree among the at most max_blended + 1 states read per draft position.
+  /// Ties: shallower, then later occurrence, then earlier draft.
+  /// O(n * K * max_blended * max_context_count * log n).
   void candidates(const lookup_rule& rule, std::size_t k, std::size_t n,
                   std::vector<std::vector<token_id>>& result) {
     std::vector<token_id> first;
@@ -188,6 +188,10 @@ class suffix_lookup {
 
   /// How many contexts predict() blends: the longest ones with distinct occurrence sets.
   static constexpr std::size_t max_blended = 4;
+  /// Contexts followed more often than this are not read by predict() (nor any shorter one):
+  /// it bounds the children read per context, hence a call's cost, at long histories where
+  /// short contexts have thousands of different followers.
+  static constexpr std::uint32_t max_context_count = 64;
 
   /// One predicted next token: its probability and the position of its latest occurrence after
   /// the longest blended context that was followed by it.
@@ -199,10 +203,11 @@ class suffix_lookup {
 
   /// The next-token distribution after the context state s (PPM with escape method C, Moffat
   /// 1990, without exclusion): over s and its suffix-link ancestors of length >= min_length,
-  /// skipping one whose occurrence count equals the previous one's, the first max_blended; a
+  /// skipping one whose occurrence count equals the previous one's, the first max_blended,
+  /// stopping before the first with more than max_context_count occurrences; a
   /// context with T occurrences followed by q distinct tokens gives token c
   /// weight * count(c) / (T + q) and passes weight * q / (T + q) on. Sorted by token.
-  /// O(max_blended * D * log n).
+  /// O(max_blended * max_context_count * log n).
   void predict(std::uint32_t s, std::size_t min_length, std::vector<prediction>& out) {
     out.clear();
     double weight = 1;
@@ -213,6 +218,7 @@ class suffix_lookup {
          u = automaton_.link(u)) {
       const std::uint32_t total = automaton_.stats(u).count;
       if (total == previous) continue;  // the same occurrences (or none)
+      if (total > max_context_count) break;
       previous = total;
       ++blended;
       children(u, kids_);
