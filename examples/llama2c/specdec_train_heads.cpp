@@ -1,6 +1,8 @@
 // specdec-train-heads: trains Medusa heads or an EAGLE-style predictor for a llama2.c checkpoint
 // on text the model generates itself, and writes them as a heads file (heads_file.hpp) for
-// specdec-generate --draft heads:FILE.
+// specdec-generate --draft heads:FILE. `--kind eagle-attn` is an experiment: the EAGLE-style MLP
+// with one causal attention layer over the features (eagle_attn_train.hpp); it trains and prints
+// the held-out accuracy by drafted depth and writes no file.
 //
 //   specdec-train-heads --model aidreams260K.bin --tokenizer aidreams260K.tok512.bin
 //                       --out medusa.heads --kind medusa --seconds 300
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "llama2c/eagle_attn_train.hpp"
 #include "llama2c/heads_file.hpp"
 #include "llama2c/heads_train.hpp"
 #include "llama2c/model.hpp"
@@ -30,6 +33,7 @@ struct options {
   std::string out, kind = "medusa", classifier = "own";
   l2::train::corpus_options corpus;
   l2::train::train_options train;
+  l2::train::attn_options attn;
   std::size_t threads = 1;
 };
 
@@ -47,15 +51,23 @@ int run(const options& o) {
   const double gen_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   l2::train::train_report report;
-  auto rec = l2::train::train_heads(target, corpus, o.train, report, [&](std::size_t step, float loss) {
+  const auto show = [&](std::size_t step, float loss) {
     if (tty) std::fprintf(stderr, "\rstep %zu / %zu, loss %.4f", step, o.train.steps, loss);
-  });
+  };
+  if (o.kind == "eagle-attn") {
+    l2::train::train_eagle_attn(target, corpus, o.train, o.attn, report, show);
+    std::printf("eagle-attn (not written): MLP width %zu, attention %zu x %zu, %s\n",
+                o.train.inner, o.attn.heads, o.attn.width,
+                o.attn.rope ? "rotary positions" : "no positions");
+  } else {
+    const auto rec = l2::train::train_heads(target, corpus, o.train, report, show);
+    l2::save_heads(o.out, rec);
+    std::printf("wrote %s: %s, hidden %zu, vocab %zu\n", o.out.c_str(), o.kind.c_str(),
+                rec.hidden, rec.vocab);
+  }
   if (tty) std::fputs("\r\033[K", stderr);
-  l2::save_heads(o.out, rec);
   std::size_t tokens = 0;
   for (const auto& s : corpus) tokens += s.tokens.size();
-  std::printf("wrote %s: %s, hidden %zu, vocab %zu\n", o.out.c_str(), o.kind.c_str(), rec.hidden,
-              rec.vocab);
   std::printf("text: %zu sequences, %zu tokens generated in %.1f s; %zu training positions, %zu "
               "held out\n",
               corpus.size(), tokens, gen_seconds, report.train_positions,
@@ -77,9 +89,11 @@ int main(int argc, char** argv) {
                "generates itself; writes a heads file for specdec-generate --draft heads:FILE"};
   app.add_option("-m,--model", o.model, "the checkpoint (default: aidreams260K.bin)");
   app.add_option("--tokenizer", o.tokenizer, "its tokenizer (checked against the vocabulary)");
-  app.add_option("-o,--out", o.out, "the heads file to write")->required();
-  app.add_option("--kind", o.kind, "medusa or eagle (default medusa)")
-      ->check(CLI::IsMember({"medusa", "eagle"}));
+  app.add_option("-o,--out", o.out, "the heads file to write (required but for eagle-attn)");
+  app.add_option("--kind", o.kind,
+                 "medusa, eagle, or eagle-attn (an experiment: measured, not written; default "
+                 "medusa)")
+      ->check(CLI::IsMember({"medusa", "eagle", "eagle-attn"}));
   app.add_option("--seconds", o.train.seconds, "cap on the training time (default 540)")
       ->check(CLI::PositiveNumber);
   app.add_option("--steps", o.train.steps, "Adam steps (default 6000): with the seed, this "
@@ -97,6 +111,11 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--noise", o.train.noise, "eagle: uniform noise on the input rows (default 0)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--attn-heads", o.attn.heads, "eagle-attn: attention heads (default 4)")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--attn-width", o.attn.width, "eagle-attn: width of a head (default 16)")
+      ->check(CLI::Range(1, 4096));
+  app.add_flag("!--no-rope", o.attn.rope, "eagle-attn: no rotary position encoding");
   app.add_option("--sequences", o.corpus.sequences, "generated sequences (default 1200)")
       ->check(CLI::Range(2, 1000000));
   app.add_option("--temperatures", o.corpus.temperatures,
@@ -112,6 +131,14 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (o.out.empty() && o.kind != "eagle-attn") {
+    std::fprintf(stderr, "specdec-train-heads: --out is required (but for --kind eagle-attn)\n");
+    return 2;
+  }
+  if (o.kind == "eagle-attn" && o.attn.rope && o.attn.width % 2 != 0) {
+    std::fprintf(stderr, "specdec-train-heads: --attn-width must be even with rotary positions\n");
+    return 2;
   }
   o.corpus.seed = o.train.seed;
   o.train.kind = o.kind == "medusa" ? l2::heads_kind::medusa : l2::heads_kind::eagle;

@@ -1,8 +1,10 @@
 // The heads trainer's hand-written gradients (llama2c/heads_train.hpp) against central finite
 // differences, in double, for Medusa heads (own and shared classifier) and the EAGLE-style
-// predictor; and the heads file format's refusals on made-up files (no checkpoint needed).
+// predictor, with and without its attention layer (eagle_attn_train.hpp); and the heads file
+// format's refusals on made-up files (no checkpoint needed).
 #include <catch2/catch.hpp>
 #include <llama2c/heads_file.hpp>
+#include <llama2c/eagle_attn_train.hpp>
 #include <llama2c/heads_train.hpp>
 
 #include <cmath>
@@ -152,5 +154,60 @@ TEST_CASE("heads_file: round trip and refusals") {
     REQUIRE_THROWS_WITH(l2::fit_heads(r, c, "x"),
                         "heads file 'x': trained for hidden width 3, the model's is 2 (narrower: "
                         "heads are widened, never narrowed)");
+  }
+}
+
+TEST_CASE("eagle_attn_train: attention predictor gradients match finite differences") {
+  const Eigen::Index d = 4, v = 6, n = 7, m = 5;
+  const dmat f = random(n, d, 21), e = random(n, d, 22), target = random(n, d, 23),
+             classifier = random(v, d, 24);
+  // Two sequences: rows 0-3 (row 0 context only) and rows 4-6.
+  const std::vector<int> labels{-1, 5, 0, 2, 3, 1, 4};
+  const std::vector<tr::segment> segs{{0, 4}, {4, 3}};
+  for (bool rope : {true, false}) {
+    INFO((rope ? "rotary positions" : "no positions"));
+    tr::eagle_attn_params<double> p;
+    p.heads = 2;
+    p.rope = rope;
+    p.mlp = {random(m, 2 * d, 25, 0.5), random(1, m, 26, 0.5), random(d, m, 27, 0.5),
+             random(1, d, 28, 0.5)};
+    p.wq = random(4, 2 * d, 29);
+    p.wk = random(4, 2 * d, 30);
+    p.wv = random(4, 2 * d, 31);
+    p.wo = random(d, 4, 32, 0.5);
+    tr::eagle_attn_params<double> g;
+    g.mlp = {dmat::Zero(m, 2 * d), dmat::Zero(1, m), dmat::Zero(d, m), dmat::Zero(1, d)};
+    g.wq = g.wk = g.wv = dmat::Zero(4, 2 * d);
+    g.wo = dmat::Zero(d, 4);
+    tr::eagle_attn_loss<double>(p, f, e, target, labels, segs, classifier, 0.3, &g);
+    const auto loss = [&] {
+      return tr::eagle_attn_loss<double>(p, f, e, target, labels, segs, classifier, 0.3,
+                                         nullptr);
+    };
+    CHECK(worst(p.mlp.w1, g.mlp.w1, loss) < 1e-6);
+    CHECK(worst(p.mlp.b1, g.mlp.b1, loss) < 1e-6);
+    CHECK(worst(p.mlp.w2, g.mlp.w2, loss) < 1e-6);
+    CHECK(worst(p.mlp.b2, g.mlp.b2, loss) < 1e-6);
+    CHECK(worst(p.wq, g.wq, loss) < 1e-6);
+    CHECK(worst(p.wk, g.wk, loss) < 1e-6);
+    CHECK(worst(p.wv, g.wv, loss) < 1e-6);
+    CHECK(worst(p.wo, g.wo, loss) < 1e-6);
+    CHECK(g.wq.norm() > 1e-3);  // the attention part is exercised, not zero by construction
+    CHECK(g.wk.norm() > 1e-3);
+
+    {  // one step at a time equals the batch forward, and a segment sees no other
+      dmat batch;
+      tr::eagle_attn_loss<double>(p, f, e, target, labels, segs, classifier, 0.3, nullptr,
+                                  &batch);
+      for (const auto& sg : segs) {
+        dmat keys(static_cast<Eigen::Index>(sg.length), 4), values(keys.rows(), 4);
+        for (std::size_t j = 0; j < sg.length; ++j) {
+          const auto r = static_cast<Eigen::Index>(sg.begin + j);
+          const Eigen::RowVectorXd fr = f.row(r), er = e.row(r);
+          const Eigen::RowVectorXd one = tr::eagle_attn_step<double>(p, fr, er, j, keys, values);
+          CHECK((one - batch.row(r)).cwiseAbs().maxCoeff() < 1e-12);
+        }
+      }
+    }
   }
 }
