@@ -41,11 +41,13 @@ struct eagle_attn_params {
   eagle_params<S> mlp;
   mat<S> wq, wk, wv;  ///< (H w) x 2d
   mat<S> wo;          ///< d x (H w)
-  std::size_t heads = 1;
+  std::size_t heads = 1;  ///< 0: no attention (the MLP alone, a control)
   bool rope = true;
 
   /// Width of one head.
-  Eigen::Index width() const noexcept { return wq.rows() / static_cast<Eigen::Index>(heads); }
+  Eigen::Index width() const noexcept {
+    return heads ? wq.rows() / static_cast<Eigen::Index>(heads) : 0;
+  }
 };
 
 /// Rows [begin, begin + length) of a batch: positions 0 .. length - 1 of one sequence, each
@@ -58,6 +60,7 @@ struct segment {
 /// them back (the transpose, for the gradient). O(rows x columns).
 template <class S>
 void rotate(mat<S>& x, std::span<const std::size_t> positions, std::size_t heads, bool inverse) {
+  if (heads == 0) return;
   const Eigen::Index w = x.cols() / static_cast<Eigen::Index>(heads);
   for (Eigen::Index r = 0; r < x.rows(); ++r) {
     const double pos = static_cast<double>(positions[static_cast<std::size_t>(r)]);
@@ -206,7 +209,8 @@ Eigen::Matrix<S, 1, Eigen::Dynamic> eagle_attn_step(const eagle_attn_params<S>& 
   return f + silu(z) * p.mlp.w2.transpose() + a * p.wo.transpose() + p.mlp.b2;
 }
 
-/// The attention layer's shape: H heads of width w (even when rotated).
+/// The attention layer's shape: H heads of width w (even when rotated); H = 0 trains the MLP
+/// alone the same way (on whole sequences), a control for the batching.
 struct attn_options {
   std::size_t heads = 4, width = 16;
   bool rope = true;
@@ -228,9 +232,9 @@ inline eagle_attn_params<float> train_eagle_attn(
     const attn_options& ao, train_report& report,
     const std::function<void(std::size_t, float)>& progress = {}) {
   const auto started = std::chrono::steady_clock::now();
-  if (ao.heads == 0 || ao.width == 0 || (ao.rope && ao.width % 2 != 0))
-    throw std::invalid_argument("train_eagle_attn: heads and width must be positive, width even "
-                                "with rotary positions");
+  if (ao.heads > 0 && (ao.width == 0 || (ao.rope && ao.width % 2 != 0)))
+    throw std::invalid_argument("train_eagle_attn: the width must be positive, even with rotary "
+                                "positions");
   const std::size_t d = target.cfg().dim;
   const auto D = static_cast<Eigen::Index>(d);
   const auto split = static_cast<std::size_t>(

@@ -56,7 +56,7 @@ int run(const options& o) {
   };
   if (o.kind == "eagle-attn") {
     l2::train::train_eagle_attn(target, corpus, o.train, o.attn, report, show);
-    std::printf("eagle-attn (not written): MLP width %zu, attention %zu x %zu, %s\n",
+    std::printf("eagle-attn (not written): MLP width %zu, attention %zu heads x %zu, %s\n",
                 o.train.inner, o.attn.heads, o.attn.width,
                 o.attn.rope ? "rotary positions" : "no positions");
   } else {
@@ -111,8 +111,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--noise", o.train.noise, "eagle: uniform noise on the input rows (default 0)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--attn-heads", o.attn.heads, "eagle-attn: attention heads (default 4)")
-      ->check(CLI::Range(1, 64));
+  app.add_option("--attn-heads", o.attn.heads,
+                 "eagle-attn: attention heads (default 4; 0: none, the MLP trained the same way)")
+      ->check(CLI::Range(0, 64));
   app.add_option("--attn-width", o.attn.width, "eagle-attn: width of a head (default 16)")
       ->check(CLI::Range(1, 4096));
   app.add_flag("!--no-rope", o.attn.rope, "eagle-attn: no rotary position encoding");
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "specdec-train-heads: --out is required (but for --kind eagle-attn)\n");
     return 2;
   }
-  if (o.kind == "eagle-attn" && o.attn.rope && o.attn.width % 2 != 0) {
+  if (o.kind == "eagle-attn" && o.attn.heads > 0 && o.attn.rope && o.attn.width % 2 != 0) {
     std::fprintf(stderr, "specdec-train-heads: --attn-width must be even with rotary positions\n");
     return 2;
   }

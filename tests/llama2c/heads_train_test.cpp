@@ -211,3 +211,27 @@ TEST_CASE("eagle_attn_train: attention predictor gradients match finite differen
     }
   }
 }
+
+TEST_CASE("eagle_attn_train: without heads the loss is the MLP's") {
+  const Eigen::Index d = 4, v = 6, n = 5, m = 7;
+  const dmat f = random(n, d, 41), e = random(n, d, 42), target = random(n, d, 43),
+             classifier = random(v, d, 44);
+  const std::vector<int> labels{1, 5, 0, 2, 2};
+  const std::vector<tr::segment> segs{{0, 2}, {2, 3}};
+  tr::eagle_attn_params<double> p;
+  p.heads = 0;
+  p.mlp = {random(m, 2 * d, 45, 0.5), random(1, m, 46, 0.5), random(d, m, 47, 0.5),
+           random(1, d, 48, 0.5)};
+  p.wq = p.wk = p.wv = dmat::Zero(0, 2 * d);
+  p.wo = dmat::Zero(d, 0);
+  tr::eagle_params<double> g{dmat::Zero(m, 2 * d), dmat::Zero(1, m), dmat::Zero(d, m),
+                             dmat::Zero(1, d)};
+  tr::eagle_attn_params<double> ga = p;
+  ga.mlp = g;
+  const double with = tr::eagle_attn_loss<double>(p, f, e, target, labels, segs, classifier, 0.3,
+                                                  &ga);
+  const double without = tr::eagle_loss<double>(p.mlp, f, e, target, labels, classifier, 0.3, &g);
+  CHECK(with == Approx(without).epsilon(1e-12));
+  CHECK((ga.mlp.w1 - g.w1).cwiseAbs().maxCoeff() < 1e-12);
+  CHECK((ga.mlp.w2 - g.w2).cwiseAbs().maxCoeff() < 1e-12);
+}
