@@ -221,7 +221,8 @@ struct attn_options {
  * `o.regression`, `o.batch`, `o.steps`, `o.seconds`, `o.lr`, `o.seed`, `o.held_out`,
  * `o.depths`; `o.noise` is not applied) and fills `report` with the held-out top-1/top-5 per
  * drafted depth, measured as train_heads measures the MLP's: the true features for the context,
- * the predictor's own for the drafted positions. A step holds `o.batch` labelled positions taken
+ * the predictor's own for the drafted positions, and the greedy chains' accepted drafts as
+ * train_heads does. A step holds `o.batch` labelled positions taken
  * from whole sequences in a shuffled order; a sequence cut by the batch end continues in the next
  * step with its earlier positions as context (attended to, not scored). The MLP part starts from
  * the same weights as train_heads' for the seed; Wo starts at zero. Deterministic for a seed when
@@ -354,6 +355,7 @@ inline eagle_attn_params<float> train_eagle_attn(
   using row = Eigen::Matrix<float, 1, Eigen::Dynamic>;
   std::vector<std::array<std::size_t, 6>> hits(o.depths, std::array<std::size_t, 6>{});
   std::vector<std::size_t> counted(o.depths, 0);
+  std::size_t accepted = 0;
   for (std::size_t s = split; s < corpus.size(); ++s) {
     const sequence& q = corpus[s];
     const std::size_t n = labelled(s);
@@ -375,6 +377,9 @@ inline eagle_attn_params<float> train_eagle_attn(
       keys.topRows(T) = true_keys.topRows(T);
       values.topRows(T) = true_values.topRows(T);
       row feature = q.hidden.row(T);
+      const bool chain = q.greedy_chain(t, o.depths);
+      bool alive = chain;
+      report.greedy_chains += chain ? 1 : 0;
       for (std::size_t j = 0; j < o.depths; ++j) {
         const std::size_t at = t + j + 2;
         if (at >= q.tokens.size()) break;
@@ -384,9 +389,14 @@ inline eagle_attn_params<float> train_eagle_attn(
         const std::size_t rank = detail::rank_of(logits, q.tokens[at], 5);
         if (rank < 5) ++hits[j][rank];
         ++counted[j];
+        alive = alive && rank == 0;
+        accepted += alive ? 1 : 0;
       }
     }
   }
+  if (report.greedy_chains)
+    report.greedy_accepted =
+        static_cast<float>(accepted) / static_cast<float>(report.greedy_chains);
   for (std::size_t j = 0; j < o.depths; ++j) {
     const float c = counted[j] ? static_cast<float>(counted[j]) : 1.0f;
     std::size_t top5 = 0;

@@ -180,6 +180,14 @@ struct corpus_options {
 struct sequence {
   std::vector<token_id> tokens;
   mat<float> hidden;  ///< tokens.size() x d (row t: after tokens[0..t])
+  float temperature = 1.0f;  ///< of tokens[prefix + 1 ...]; the ones before it at 1
+  std::size_t prefix = 0;
+
+  /// Whether tokens [t + 2, t + 1 + depth] exist and are the target's greedy choices: a greedy
+  /// chain of `depth` drafts from position t is accepted exactly as far as its tokens match.
+  bool greedy_chain(std::size_t t, std::size_t depth) const noexcept {
+    return temperature == 0.0f && t + 1 >= prefix && t + 1 + depth < tokens.size();
+  }
 };
 
 /// Generates `o.sequences` sequences from BOS on `m` (one token per append, the hidden rows from
@@ -197,6 +205,8 @@ inline std::vector<sequence> generate_corpus(model& m, const corpus_options& o,
     seq.hidden.resize(static_cast<Eigen::Index>(len), static_cast<Eigen::Index>(d));
     const float temp = o.temperatures.empty() ? 1.0f : o.temperatures[s % o.temperatures.size()];
     const std::size_t prefix = 1 + (o.random_prefix ? s % o.random_prefix : 0);
+    seq.temperature = temp;
+    seq.prefix = prefix;
     while (true) {
       const std::size_t t = seq.tokens.size() - 1;
       m.append(std::span<const token_id>(&seq.tokens[t], 1), logits, hidden);
@@ -248,6 +258,10 @@ struct train_report {
   double seconds = 0.0;
   float last_loss = 0.0f;
   std::vector<float> top1, top5;  ///< per head (medusa) or per depth (eagle), held out
+  /// eagle: on held-out greedy text, the mean number of drafts a greedy chain of `depths` from
+  /// each position gets accepted (tokens per target call - 1), over `greedy_chains` positions.
+  float greedy_accepted = 0.0f;
+  std::size_t greedy_chains = 0;
 };
 
 namespace detail {
@@ -405,10 +419,14 @@ inline heads_record train_heads(const model& target, const std::vector<sequence>
   row_matrix table = row_matrix::Zero(static_cast<Eigen::Index>(outputs),
                                       static_cast<Eigen::Index>(std::max<std::size_t>(ranks, 5)));
   std::vector<std::size_t> counted(outputs, 0);
+  std::size_t accepted = 0;
   for (const auto& [s, t] : held) {
     const sequence& q = corpus[s];
     const Eigen::RowVectorXf h = q.hidden.row(t);
     Eigen::RowVectorXf f = h;
+    const bool chain = !medusa && q.greedy_chain(t, outputs);
+    bool alive = chain;
+    report.greedy_chains += chain ? 1 : 0;
     for (std::size_t k = 0; k < outputs; ++k) {
       const std::size_t at = t + k + 2;
       if (at >= q.tokens.size()) break;
@@ -430,8 +448,13 @@ inline heads_record train_heads(const model& target, const std::vector<sequence>
       if (rank < static_cast<std::size_t>(table.cols()))
         table(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(rank)) += 1.0f;
       ++counted[k];
+      alive = alive && rank == 0;
+      accepted += alive ? 1 : 0;
     }
   }
+  if (report.greedy_chains)
+    report.greedy_accepted =
+        static_cast<float>(accepted) / static_cast<float>(report.greedy_chains);
   for (std::size_t k = 0; k < outputs; ++k) {
     if (counted[k]) table.row(static_cast<Eigen::Index>(k)) /= static_cast<float>(counted[k]);
     report.top1.push_back(table(static_cast<Eigen::Index>(k), 0));

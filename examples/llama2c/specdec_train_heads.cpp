@@ -78,6 +78,10 @@ int run(const options& o) {
   for (std::size_t k = 0; k < report.top1.size(); ++k)
     std::printf("%s %zu: top-1 %.3f, top-5 %.3f (held out)\n", what, k + 1, report.top1[k],
                 report.top5[k]);
+  if (report.greedy_chains)
+    std::printf("greedy chains of %zu: %.3f drafts accepted per chain (%zu held-out positions of "
+                "greedy text)\n",
+                report.top1.size(), report.greedy_accepted, report.greedy_chains);
   return 0;
 }
 
