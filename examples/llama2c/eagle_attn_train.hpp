@@ -5,6 +5,7 @@
 // drafted depth. It measures whether the attention pays (docs/heads.md); it writes no heads file.
 #pragma once
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -12,13 +13,11 @@
 #include <cstddef>
 #include <functional>
 #include <span>
+#include <specdec/math/rng.hpp>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <Eigen/Core>
-#include <specdec/math/rng.hpp>
 
 #include "llama2c/heads_train.hpp"
 #include "llama2c/model.hpp"
@@ -39,8 +38,8 @@ namespace specdec::llama2c::train {
 template <class S>
 struct eagle_attn_params {
   eagle_params<S> mlp;
-  mat<S> wq, wk, wv;  ///< (H w) x 2d
-  mat<S> wo;          ///< d x (H w)
+  mat<S> wq, wk, wv;      ///< (H w) x 2d
+  mat<S> wo;              ///< d x (H w)
   std::size_t heads = 1;  ///< 0: no attention (the MLP alone, a control)
   bool rope = true;
 
@@ -88,9 +87,9 @@ void rotate(mat<S>& x, std::span<const std::size_t> positions, std::size_t heads
  */
 template <class S>
 S eagle_attn_loss(const eagle_attn_params<S>& p, const mat<S>& f, const mat<S>& e,
-                  const mat<S>& target, std::span<const int> labels,
-                  std::span<const segment> segs, const mat<S>& classifier, S regression,
-                  eagle_attn_params<S>* g, mat<S>* prediction = nullptr) {
+                  const mat<S>& target, std::span<const int> labels, std::span<const segment> segs,
+                  const mat<S>& classifier, S regression, eagle_attn_params<S>* g,
+                  mat<S>* prediction = nullptr) {
   const Eigen::Index n = f.rows(), d = f.cols(), w = p.width();
   const auto H = static_cast<Eigen::Index>(p.heads);
   std::vector<std::size_t> positions(static_cast<std::size_t>(n), 0);
@@ -183,8 +182,7 @@ template <class S>
 Eigen::Matrix<S, 1, Eigen::Dynamic> eagle_attn_step(const eagle_attn_params<S>& p,
                                                     const Eigen::Matrix<S, 1, Eigen::Dynamic>& f,
                                                     const Eigen::Matrix<S, 1, Eigen::Dynamic>& e,
-                                                    std::size_t pos, mat<S>& keys,
-                                                    mat<S>& values) {
+                                                    std::size_t pos, mat<S>& keys, mat<S>& values) {
   const Eigen::Index d = f.size(), w = p.width(), P = static_cast<Eigen::Index>(pos);
   mat<S> u(1, 2 * d);
   u << f, e;
@@ -222,11 +220,11 @@ struct attn_options {
  * `o.depths`; `o.noise` is not applied) and fills `report` with the held-out top-1/top-5 per
  * drafted depth, measured as train_heads measures the MLP's: the true features for the context,
  * the predictor's own for the drafted positions, and the greedy chains' accepted drafts as
- * train_heads does. A step holds `o.batch` labelled positions taken
- * from whole sequences in a shuffled order; a sequence cut by the batch end continues in the next
- * step with its earlier positions as context (attended to, not scored). The MLP part starts from
- * the same weights as train_heads' for the seed; Wo starts at zero. Deterministic for a seed when
- * the step bound ends training.
+ * train_heads does. A step holds `o.batch` labelled positions taken from whole sequences in a
+ * shuffled order; a sequence cut by the batch end continues in the next step with its earlier
+ * positions as context (attended to, not scored). The MLP part starts from the same random
+ * numbers as train_heads' for the seed (equal up to float rounding); Wo starts at zero.
+ * Deterministic for a seed when the step bound ends training.
  */
 inline eagle_attn_params<float> train_eagle_attn(
     const model& target, const std::vector<sequence>& corpus, const train_options& o,
@@ -234,12 +232,13 @@ inline eagle_attn_params<float> train_eagle_attn(
     const std::function<void(std::size_t, float)>& progress = {}) {
   const auto started = std::chrono::steady_clock::now();
   if (ao.heads > 0 && (ao.width == 0 || (ao.rope && ao.width % 2 != 0)))
-    throw std::invalid_argument("train_eagle_attn: the width must be positive, even with rotary "
-                                "positions");
+    throw std::invalid_argument(
+        "train_eagle_attn: the width must be positive, even with rotary "
+        "positions");
   const std::size_t d = target.cfg().dim;
   const auto D = static_cast<Eigen::Index>(d);
-  const auto split = static_cast<std::size_t>(
-      static_cast<double>(corpus.size()) * (1.0 - o.held_out));
+  const auto split =
+      static_cast<std::size_t>(static_cast<double>(corpus.size()) * (1.0 - o.held_out));
   // A sequence of size n gives rows p = 0 .. n - 3: u_p = [h_p, e(token p+1)], label token p+2.
   const auto labelled = [&](std::size_t s) {
     return corpus[s].tokens.size() > 2 ? corpus[s].tokens.size() - 2 : 0;
@@ -268,7 +267,7 @@ inline eagle_attn_params<float> train_eagle_attn(
   p.rope = g.rope = ao.rope;
   const float bound = std::sqrt(3.0f) / std::sqrt(static_cast<float>(2 * d));
   p.mlp.w1.resize(M, 2 * D);
-  uniform(p.mlp.w1, bound);  // first, as train_heads does: the same MLP start for the seed
+  uniform(p.mlp.w1, bound);  // first, as train_heads does: the same draws for the seed
   p.mlp.b1 = mat<float>::Zero(1, M);
   p.mlp.w2 = mat<float>::Zero(D, M);
   p.mlp.b2 = mat<float>::Zero(1, D);

@@ -62,8 +62,8 @@ int run(const options& o) {
   } else {
     const auto rec = l2::train::train_heads(target, corpus, o.train, report, show);
     l2::save_heads(o.out, rec);
-    std::printf("wrote %s: %s, hidden %zu, vocab %zu\n", o.out.c_str(), o.kind.c_str(),
-                rec.hidden, rec.vocab);
+    std::printf("wrote %s: %s, hidden %zu, vocab %zu\n", o.out.c_str(), o.kind.c_str(), rec.hidden,
+                rec.vocab);
   }
   if (tty) std::fputs("\r\033[K", stderr);
   std::size_t tokens = 0;

@@ -3,8 +3,8 @@
 // predictor, with and without its attention layer (eagle_attn_train.hpp); and the heads file
 // format's refusals on made-up files (no checkpoint needed).
 #include <catch2/catch.hpp>
-#include <llama2c/heads_file.hpp>
 #include <llama2c/eagle_attn_train.hpp>
+#include <llama2c/heads_file.hpp>
 #include <llama2c/heads_train.hpp>
 
 #include <cmath>
