@@ -7,7 +7,6 @@
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -352,9 +351,7 @@ inline eagle_attn_params<float> train_eagle_attn(
   // Held out: from position t (true features at 0..t), depth j drafts positions t+1 .. t+j on
   // its own predicted features and is scored against token t + j + 1, as for the MLP.
   using row = Eigen::Matrix<float, 1, Eigen::Dynamic>;
-  std::vector<std::array<std::size_t, 6>> hits(o.depths, std::array<std::size_t, 6>{});
-  std::vector<std::size_t> counted(o.depths, 0);
-  std::size_t accepted = 0;
+  detail::held_out_tally tally(o.depths, 5);
   for (std::size_t s = split; s < corpus.size(); ++s) {
     const sequence& q = corpus[s];
     const std::size_t n = labelled(s);
@@ -376,33 +373,18 @@ inline eagle_attn_params<float> train_eagle_attn(
       keys.topRows(T) = true_keys.topRows(T);
       values.topRows(T) = true_values.topRows(T);
       row feature = q.hidden.row(T);
-      const bool chain = q.greedy_chain(t, o.depths);
-      bool alive = chain;
-      report.greedy_chains += chain ? 1 : 0;
+      tally.start(q.greedy_chain(t, o.depths));
       for (std::size_t j = 0; j < o.depths; ++j) {
         const std::size_t at = t + j + 2;
         if (at >= q.tokens.size()) break;
         const row emb = embedding.row(q.tokens[at - 1]);
         feature = eagle_attn_step<float>(p, feature, emb, t + j, keys, values);
         const row logits = feature * classifier.transpose();
-        const std::size_t rank = detail::rank_of(logits, q.tokens[at], 5);
-        if (rank < 5) ++hits[j][rank];
-        ++counted[j];
-        alive = alive && rank == 0;
-        accepted += alive ? 1 : 0;
+        tally.record(j, detail::rank_of(logits, q.tokens[at], tally.columns()));
       }
     }
   }
-  if (report.greedy_chains)
-    report.greedy_accepted =
-        static_cast<float>(accepted) / static_cast<float>(report.greedy_chains);
-  for (std::size_t j = 0; j < o.depths; ++j) {
-    const float c = counted[j] ? static_cast<float>(counted[j]) : 1.0f;
-    std::size_t top5 = 0;
-    for (std::size_t r = 0; r < 5; ++r) top5 += hits[j][r];
-    report.top1.push_back(static_cast<float>(hits[j][0]) / c);
-    report.top5.push_back(static_cast<float>(top5) / c);
-  }
+  tally.finish(report);
   return p;
 }
 

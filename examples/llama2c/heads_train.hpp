@@ -292,6 +292,52 @@ inline std::size_t rank_of(const Eigen::Ref<const Eigen::RowVectorXf>& row, int 
     if (row(i) > x || (row(i) == x && i < label)) ++rank;
   return rank;
 }
+
+// The held-out tally of both trainers: per head or depth k, how often the label ranked r (r <
+// columns), and, on greedy text, how many drafts of each greedy chain the target accepts (the
+// leading run of top-1 hits).
+class held_out_tally {
+ public:
+  held_out_tally(std::size_t outputs, std::size_t columns)
+      : table_(row_matrix::Zero(static_cast<Eigen::Index>(outputs),
+                                static_cast<Eigen::Index>(columns))),
+        counted_(outputs, 0) {}
+
+  std::size_t columns() const noexcept { return static_cast<std::size_t>(table_.cols()); }
+  /// A new starting position; `chain`: it starts a greedy chain that is counted.
+  void start(bool chain) noexcept {
+    alive_ = chain;
+    chains_ += chain ? 1 : 0;
+  }
+  /// The label of output k ranked `rank` (rank_of, capped at columns()).
+  void record(std::size_t k, std::size_t rank) noexcept {
+    if (rank < columns())
+      table_(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(rank)) += 1.0f;
+    ++counted_[k];
+    alive_ = alive_ && rank == 0;
+    accepted_ += alive_ ? 1 : 0;
+  }
+  /// Fills report's top1, top5, greedy_chains and greedy_accepted; returns the rank table as
+  /// fractions of each output's positions.
+  row_matrix finish(train_report& report) {
+    report.greedy_chains = chains_;
+    if (chains_)
+      report.greedy_accepted = static_cast<float>(accepted_) / static_cast<float>(chains_);
+    for (std::size_t k = 0; k < counted_.size(); ++k) {
+      const auto K = static_cast<Eigen::Index>(k);
+      if (counted_[k]) table_.row(K) /= static_cast<float>(counted_[k]);
+      report.top1.push_back(table_(K, 0));
+      report.top5.push_back(table_.row(K).head(std::min<Eigen::Index>(5, table_.cols())).sum());
+    }
+    return table_;
+  }
+
+ private:
+  row_matrix table_;
+  std::vector<std::size_t> counted_;
+  std::size_t accepted_ = 0, chains_ = 0;
+  bool alive_ = false;
+};
 }  // namespace detail
 
 /**
@@ -416,17 +462,12 @@ inline heads_record train_heads(const model& target, const std::vector<sequence>
   // Held-out accuracy: medusa head k against token t + k + 2; eagle at depth j (its own
   // predicted features, the text's tokens) against token t + j + 1.
   const std::size_t ranks = medusa ? o.ranks : 5;
-  row_matrix table = row_matrix::Zero(static_cast<Eigen::Index>(outputs),
-                                      static_cast<Eigen::Index>(std::max<std::size_t>(ranks, 5)));
-  std::vector<std::size_t> counted(outputs, 0);
-  std::size_t accepted = 0;
+  detail::held_out_tally tally(outputs, std::max<std::size_t>(ranks, 5));
   for (const auto& [s, t] : held) {
     const sequence& q = corpus[s];
     const Eigen::RowVectorXf h = q.hidden.row(t);
     Eigen::RowVectorXf f = h;
-    const bool chain = !medusa && q.greedy_chain(t, outputs);
-    bool alive = chain;
-    report.greedy_chains += chain ? 1 : 0;
+    tally.start(!medusa && q.greedy_chain(t, outputs));
     for (std::size_t k = 0; k < outputs; ++k) {
       const std::size_t at = t + k + 2;
       if (at >= q.tokens.size()) break;
@@ -444,22 +485,10 @@ inline heads_record train_heads(const model& target, const std::vector<sequence>
             ep.b2.row(0);
         logits = f * classifier.transpose();
       }
-      const std::size_t rank = detail::rank_of(logits, q.tokens[at], static_cast<std::size_t>(table.cols()));
-      if (rank < static_cast<std::size_t>(table.cols()))
-        table(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(rank)) += 1.0f;
-      ++counted[k];
-      alive = alive && rank == 0;
-      accepted += alive ? 1 : 0;
+      tally.record(k, detail::rank_of(logits, q.tokens[at], tally.columns()));
     }
   }
-  if (report.greedy_chains)
-    report.greedy_accepted =
-        static_cast<float>(accepted) / static_cast<float>(report.greedy_chains);
-  for (std::size_t k = 0; k < outputs; ++k) {
-    if (counted[k]) table.row(static_cast<Eigen::Index>(k)) /= static_cast<float>(counted[k]);
-    report.top1.push_back(table(static_cast<Eigen::Index>(k), 0));
-    report.top5.push_back(table.row(static_cast<Eigen::Index>(k)).head(5).sum());
-  }
+  const row_matrix table = tally.finish(report);
   rec.accuracy = medusa ? table : row_matrix(table.col(0).transpose());
   rec.train_tokens = static_cast<std::uint32_t>(report.train_positions);
   rec.train_seconds = static_cast<float>(report.seconds);
