@@ -105,12 +105,7 @@ class suffix_lookup {
     } else {
       m = matcher_;
     }
-    // Only one state ends at N - 1 alone (the whole text), so at most one step up.
-    if (m.state != sam::root && automaton_.stats(m.state).count == 0) {
-      m.state = automaton_.link(m.state);
-      m.length = automaton_.length(m.state);
-    }
-    return m;
+    return with_earlier_end(m);
   }
 
   /// The latest occurrence of state s: its end e <= N - 2.
@@ -246,21 +241,9 @@ class suffix_lookup {
   /// The context after appending t to a context c: the longest suffix with an occurrence ending
   /// at e <= N - 2 (state root when it is shorter than min_length). O(link steps * log n).
   match_info advance(match_info c, token_id t, std::size_t min_length) {
-    std::uint32_t s = c.state;
-    std::size_t length = c.length;
-    while (s != sam::root && automaton_.next(s, t) == none) {
-      s = automaton_.link(s);
-      length = automaton_.length(s);
-    }
-    std::uint32_t r = automaton_.next(s, t);
-    if (r == none) return {};
-    ++length;
-    if (automaton_.stats(r).count == 0) {  // ends at N - 1 only: one step up (see match())
-      r = automaton_.link(r);
-      length = automaton_.length(r);
-    }
-    if (r == sam::root || length < min_length) return {};
-    return {r, length};
+    const match_info m = with_earlier_end(extend(c, t));
+    if (m.state == sam::root || m.length < min_length) return {};
+    return m;
   }
 
   /// Appends t[e + 1 .. e + min(k, N - 1 - e)] to out.
@@ -329,19 +312,29 @@ class suffix_lookup {
     return std::min(latest, automaton_.first_end(s));
   }
 
-  void feed_matcher(token_id t) {
-    auto& [s, length] = matcher_;
-    while (s != sam::root && automaton_.next(s, t) == none) {
-      s = automaton_.link(s);
-      length = automaton_.length(s);
+  void feed_matcher(token_id t) { matcher_ = extend(matcher_, t); }
+
+  // The longest suffix of (c's text + t) that occurs in the automaton's text, with its length:
+  // c shortened through suffix links until it has a transition by t, then moved by it; the root
+  // (length 0) when t never occurs. Amortised O(1) over a stream fed token by token.
+  match_info extend(match_info c, token_id t) const {
+    while (c.state != sam::root && automaton_.next(c.state, t) == none) {
+      c.state = automaton_.link(c.state);
+      c.length = automaton_.length(c.state);
     }
-    const std::uint32_t r = automaton_.next(s, t);
-    if (r == none) {
-      length = 0;
-      return;
+    const std::uint32_t r = automaton_.next(c.state, t);
+    if (r == none) return {};
+    return {r, c.length + 1};
+  }
+
+  // m, or its suffix link when m's only end is the last position N - 1 (no earlier occurrence).
+  // Only one state ends at N - 1 alone (the whole text), so one step up is enough.
+  match_info with_earlier_end(match_info m) {
+    if (m.state != sam::root && automaton_.stats(m.state).count == 0) {
+      m.state = automaton_.link(m.state);
+      m.length = automaton_.length(m.state);
     }
-    s = r;
-    ++length;
+    return m;
   }
 
   sam automaton_;

@@ -104,7 +104,7 @@ class ngram_drafter {
    * multi-candidate (trie) verifier. Unbounded (max_ngram = 0): propose(history, k) first, then
    * the most probable branches off the drafts taken, each worth P(reaching its position) * P(its
    * token) from the occurrence counts (PPM-style; docs/ngram.md), continued by copying;
-   * O(n * k * D * log n), D the largest out-degree of the few automaton states read per position.
+   * O(n * k * 4 * 64 * log N): per draft position at most 4 contexts of at most 64 occurrences.
    * Bounded: from different earlier occurrences, longest matching n-gram first; within one
    * length, most recent occurrence first; shorter lengths fill the remaining places; at most
    * max_candidate_scan occurrences examined per length; under most_recent, element 0 equals
