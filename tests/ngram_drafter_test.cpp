@@ -164,10 +164,10 @@ TEST_CASE("ngram_drafter: candidates are distinct, latest first, longest n-gram 
 
 TEST_CASE("ngram_drafter: unbounded candidates branch inside the draft") {
   ngram_drafter d({.max_ngram = 0});
-  // "5 1" was followed by "2 3" and by "2 4": the draft copies the latest ("2 4 5"); "2" is
-  // certain (P(draft's 2) = 2/3, the rest escapes), then 3 and 4 are even (1/4 each), so the
-  // branch 3 at the second position is worth 2/3 * 1/4 and is taken, continued from its
-  // occurrence. The former rule (alternatives after shorter matches only) found no second draft.
+  // "5 1" was followed by "2 3" and by "2 4": the draft copies the latest ("2 4 5"); "2" is the
+  // only follower seen (P = 2/3, the rest of the mass escapes), then 3 and 4 are even (1/4
+  // each), so the branch 3 at the second position is worth 2/3 * 1/4 and is taken, continued
+  // from its occurrence. The former rule (alternatives after shorter matches only) found no second draft.
   const tokens h{5, 1, 2, 3, 5, 1, 2, 4, 5, 1};
   CHECK(d.propose_candidates(h, 3, 4) == std::vector<tokens>{{2, 4, 5}, {2, 3, 5}});
   CHECK(d.propose_candidates(h, 3, 1) == std::vector<tokens>{{2, 4, 5}});

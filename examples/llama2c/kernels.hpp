@@ -78,7 +78,8 @@ inline void prefetch(const float* p) {
 // of a block split the next block between them (tile t of T starts at t * in / T and covers
 // in / 2^floor(log2 T) >= in / T floats), so its bytes are requested evenly over the whole
 // block's arithmetic. (When only the first tile asked for all of it, the memory stream idled
-// during the other tiles: t(8) / t(1) was 1.70 on a 2-core AVX2 host, 1.53-1.59 after.)
+// during the other tiles: on one thread of a 2-core AVX2 host, n >= 8 took 4-12% longer;
+// docs/benchmarks.md.)
 struct prefetch_share {
   std::ptrdiff_t offset = 0;
   int shift = 0;
