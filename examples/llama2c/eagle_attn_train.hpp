@@ -213,6 +213,14 @@ struct attn_options {
   bool rope = true;
 };
 
+/// Throws std::invalid_argument unless a layer with heads has a positive width, even under
+/// rotary positions. O(1).
+inline void check_attn_options(const attn_options& ao) {
+  if (ao.heads > 0 && (ao.width == 0 || (ao.rope && ao.width % 2 != 0)))
+    throw std::invalid_argument("eagle-attn: the head width must be positive, and even with "
+                                "rotary positions (width = " + std::to_string(ao.width) + ")");
+}
+
 /**
  * Trains the attention predictor on `corpus` with the options of the EAGLE MLP (`o.inner`,
  * `o.regression`, `o.batch`, `o.steps`, `o.seconds`, `o.lr`, `o.seed`, `o.held_out`,
@@ -229,11 +237,8 @@ inline eagle_attn_params<float> train_eagle_attn(
     const model& target, const std::vector<sequence>& corpus, const train_options& o,
     const attn_options& ao, train_report& report,
     const std::function<void(std::size_t, float)>& progress = {}) {
-  const auto started = std::chrono::steady_clock::now();
-  if (ao.heads > 0 && (ao.width == 0 || (ao.rope && ao.width % 2 != 0)))
-    throw std::invalid_argument(
-        "train_eagle_attn: the width must be positive, even with rotary "
-        "positions");
+  detail::step_log bookkeeping(report, progress);
+  check_attn_options(ao);
   const std::size_t d = target.cfg().dim;
   const auto D = static_cast<Eigen::Index>(d);
   const auto split =
@@ -295,11 +300,8 @@ inline eagle_attn_params<float> train_eagle_attn(
   mat<float> f, e, tgt;
   std::vector<int> labels;
   std::vector<segment> segs;
-  float loss_avg = 0.0f;
   for (std::size_t step = 0; step < o.steps; ++step) {
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (elapsed > o.seconds) break;
+    if (bookkeeping.out_of_time(o.seconds)) break;
     // Gather: whole segments from position 0, labelled from `offset` on.
     segs.clear();
     std::size_t rows = 0, scored = 0;
@@ -340,13 +342,9 @@ inline eagle_attn_params<float> train_eagle_attn(
     const float loss =
         eagle_attn_loss<float>(p, f, e, tgt, labels, segs, classifier, o.regression, &g);
     opt.step(params, grads);
-    loss_avg = step == 0 ? loss : 0.98f * loss_avg + 0.02f * loss;
-    report.steps = step + 1;
-    if (progress && (step + 1) % 100 == 0) progress(step + 1, loss_avg);
+    bookkeeping.done(step, loss);
   }
-  report.last_loss = loss_avg;
-  report.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  bookkeeping.finish();
 
   // Held out: from position t (true features at 0..t), depth j drafts positions t+1 .. t+j on
   // its own predicted features and is scored against token t + j + 1, as for the MLP.

@@ -293,6 +293,36 @@ inline std::size_t rank_of(const Eigen::Ref<const Eigen::RowVectorXf>& row, int 
   return rank;
 }
 
+// The bookkeeping both trainers keep around their Adam steps: the wall-clock bound, the loss's
+// moving average, the steps done and the progress callback every 100 steps, and the report's
+// last loss and seconds (counted from construction) at the end.
+class step_log {
+ public:
+  step_log(train_report& report, const std::function<void(std::size_t, float)>& progress)
+      : report_(report), progress_(progress) {}
+
+  bool out_of_time(double seconds) const { return elapsed() > seconds; }
+  /// Step `step` (from 0) ended with `loss`.
+  void done(std::size_t step, float loss) {
+    average_ = step == 0 ? loss : 0.98f * average_ + 0.02f * loss;
+    report_.steps = step + 1;
+    if (progress_ && (step + 1) % 100 == 0) progress_(step + 1, average_);
+  }
+  void finish() {
+    report_.last_loss = average_;
+    report_.seconds = elapsed();
+  }
+
+ private:
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  }
+  train_report& report_;
+  const std::function<void(std::size_t, float)>& progress_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  float average_ = 0.0f;
+};
+
 // The held-out tally of both trainers: per head or depth k, how often the label ranked r (r <
 // columns), and, on greedy text, how many drafts of each greedy chain the target accepts (the
 // leading run of top-1 hits).
@@ -349,7 +379,7 @@ class held_out_tally {
 inline heads_record train_heads(const model& target, const std::vector<sequence>& corpus,
                                 const train_options& o, train_report& report,
                                 const std::function<void(std::size_t, float)>& progress = {}) {
-  const auto started = std::chrono::steady_clock::now();
+  detail::step_log bookkeeping(report, progress);
   const config& c = target.cfg();
   const std::size_t d = c.dim, v = c.vocab_size;
   const auto split = static_cast<std::size_t>(
@@ -412,11 +442,8 @@ inline heads_record train_heads(const model& target, const std::vector<sequence>
   mat<float> x(static_cast<Eigen::Index>(batch), D), e(x.rows(), D), tgt(x.rows(), D);
   std::vector<int> labels(batch);
   std::size_t cursor = train.size();
-  float loss_avg = 0.0f;
   for (std::size_t step = 0; step < o.steps; ++step) {
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (elapsed > o.seconds) break;
+    if (bookkeeping.out_of_time(o.seconds)) break;
     if (cursor + batch > train.size()) {
       detail::shuffle(train, gen);
       cursor = 0;
@@ -451,13 +478,9 @@ inline heads_record train_heads(const model& target, const std::vector<sequence>
     }
     cursor += batch;
     opt.step(params, grads);
-    loss_avg = step == 0 ? loss : 0.98f * loss_avg + 0.02f * loss;
-    report.steps = step + 1;
-    if (progress && (step + 1) % 100 == 0) progress(step + 1, loss_avg);
+    bookkeeping.done(step, loss);
   }
-  report.last_loss = loss_avg;
-  report.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  bookkeeping.finish();
 
   // Held-out accuracy: medusa head k against token t + k + 2; eagle at depth j (its own
   // predicted features, the text's tokens) against token t + j + 1.

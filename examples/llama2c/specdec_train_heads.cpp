@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
                "generates itself; writes a heads file for specdec-generate --draft heads:FILE"};
   app.add_option("-m,--model", o.model, "the checkpoint (default: aidreams260K.bin)");
   app.add_option("--tokenizer", o.tokenizer, "its tokenizer (checked against the vocabulary)");
-  app.add_option("-o,--out", o.out, "the heads file to write (required but for eagle-attn)");
+  app.add_option("-o,--out", o.out, "the heads file to write (required; not with eagle-attn)");
   app.add_option("--kind", o.kind,
                  "medusa, eagle, or eagle-attn (an experiment: measured, not written; default "
                  "medusa)")
@@ -137,13 +138,22 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  if (o.out.empty() && o.kind != "eagle-attn") {
-    std::fprintf(stderr, "specdec-train-heads: --out is required (but for --kind eagle-attn)\n");
+  const bool experiment = o.kind == "eagle-attn";
+  if (!experiment && o.out.empty()) {
+    std::fprintf(stderr, "specdec-train-heads: --out is required\n");
     return 2;
   }
-  if (o.kind == "eagle-attn" && o.attn.heads > 0 && o.attn.rope && o.attn.width % 2 != 0) {
-    std::fprintf(stderr, "specdec-train-heads: --attn-width must be even with rotary positions\n");
+  if (experiment && !o.out.empty()) {
+    std::fprintf(stderr, "specdec-train-heads: --out: --kind eagle-attn writes no file\n");
     return 2;
+  }
+  if (experiment) {
+    try {
+      l2::train::check_attn_options(o.attn);  // before the corpus is generated
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "specdec-train-heads: --attn-width: %s\n", e.what());
+      return 2;
+    }
   }
   o.corpus.seed = o.train.seed;
   o.train.kind = o.kind == "medusa" ? l2::heads_kind::medusa : l2::heads_kind::eagle;
