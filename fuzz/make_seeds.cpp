@@ -134,6 +134,13 @@ int main(int argc, char** argv) {
                specdec::row_matrix::Constant(2, 3, 0.2f), specdec::prob_row::Constant(2, 0.1f), 1.0f, {}};
     const auto eb = l2::heads_bytes(e);
     write(dir / "heads_fuzz", "eagle", std::string(1, '\0') + std::string(eb.begin(), eb.end()));
+    e.eagle.attention.wq = e.eagle.attention.wk = e.eagle.attention.wv =
+        specdec::row_matrix::Constant(4, 4, 0.1f);
+    e.eagle.attention.wo = specdec::row_matrix::Constant(2, 4, 0.2f);
+    e.eagle.attention.heads = 2;  // width 2, rotary
+    const auto ab = l2::heads_bytes(e);
+    write(dir / "heads_fuzz", "eagle_attention",
+          std::string(1, '\0') + std::string(ab.begin(), ab.end()));
     write(dir / "heads_fuzz", "structured", std::string("\x01\x00\x02\x03\x01\x01\x02\x02\x03", 9));
   }
   std::cout << "seeds written to " << dir.string() << "\n";

@@ -44,10 +44,20 @@ specdec::medusa_weights medusa(std::size_t v, std::size_t heads, bool own) {
   return w;
 }
 
-specdec::eagle_weights eagle(std::size_t v, std::size_t inner) {
+specdec::eagle_weights eagle(std::size_t v, std::size_t inner, std::size_t attn_heads = 0) {
   const auto V = static_cast<Eigen::Index>(v), M = static_cast<Eigen::Index>(inner);
-  return {random_matrix(M, 2 * V, 0.8f, 41), random_matrix(1, M, 0.3f, 42),
-          random_matrix(V, M, 0.8f, 43), random_matrix(1, V, 0.3f, 44), 1.0f, {}};
+  specdec::eagle_weights w{random_matrix(M, 2 * V, 0.8f, 41), random_matrix(1, M, 0.3f, 42),
+                           random_matrix(V, M, 0.8f, 43), random_matrix(1, V, 0.3f, 44), 1.0f, {},
+                           {}};
+  if (attn_heads > 0) {  // heads of width 4, large enough weights to matter
+    const auto A = static_cast<Eigen::Index>(4 * attn_heads);
+    w.attention.wq = random_matrix(A, 2 * V, 1.5f, 45);
+    w.attention.wk = random_matrix(A, 2 * V, 1.5f, 46);
+    w.attention.wv = random_matrix(A, 2 * V, 1.0f, 47);
+    w.attention.wo = random_matrix(V, A, 1.0f, 48);
+    w.attention.heads = attn_heads;
+  }
+  return w;
 }
 
 // The embedding of a vocabulary of v tokens (one matrix per v, kept for the drafters' views).
@@ -122,9 +132,10 @@ auto make_medusa(std::size_t heads, bool own, specdec::medusa_drafter_options o 
   };
 }
 
-auto make_eagle(specdec::eagle_drafter_options o = {}) {
+auto make_eagle(specdec::eagle_drafter_options o = {}, std::size_t attn_heads = 0) {
   return [=](capture& cap, hidden_table_model& target) {
-    return specdec::eagle_drafter(cap, eagle(target.vocab_size(), 16), view(target.classifier()),
+    return specdec::eagle_drafter(cap, eagle(target.vocab_size(), 16, attn_heads),
+                                  view(target.classifier()),
                                   view(embedding_of(target.vocab_size())), o);
   };
 }
@@ -191,6 +202,10 @@ TEST_CASE("eagle_drafter: greedy decoding with the predictor equals greedy decod
   const table_model_options t{.vocab_size = 12, .order = 2, .seed = 8};
   check_greedy(t, make_eagle());
   check_greedy(t, make_eagle({.max_nodes = 6, .expand = 2}));
+  SECTION("with an attention layer") {
+    check_greedy(t, make_eagle({}, 2));
+    check_greedy(t, make_eagle({.max_nodes = 6, .expand = 2}, 2));
+  }
 }
 
 TEST_CASE("medusa_drafter: sampled decoding keeps the target's joint law") {
@@ -229,6 +244,96 @@ TEST_CASE("eagle_drafter: sampled decoding keeps the target's joint law") {
     check_sampled(make_eagle({.max_nodes = 5, .expand = 2, .candidates = head_candidates::top}),
                   {3, 2, 2}, 0, candidate_draw::iid, trials);
   }
+  SECTION("with attention: chain, drawn") {
+    check_sampled(make_eagle({}, 2), {}, 3, candidate_draw::iid, trials);
+  }
+  SECTION("with attention: tree, without replacement, budget") {
+    check_sampled(make_eagle({.max_nodes = 5, .expand = 2}, 2), {3, 2, 2}, 0,
+                  candidate_draw::without_replacement, trials);
+  }
+  SECTION("with attention: tree, top candidates, re-ranked") {
+    check_sampled(make_eagle({.max_nodes = 5, .expand = 2, .candidates = head_candidates::top}, 2),
+                  {3, 2, 2}, 0, candidate_draw::iid, trials);
+  }
+}
+
+namespace {
+
+// The drafter's greedy chain of k after `history`, with the target holding all but its last token.
+template <class Drafter>
+std::vector<token_id> chain(capture& cap, Drafter& drafter, const std::vector<token_id>& history,
+                            std::size_t k) {
+  cap.truncate(0);
+  std::vector<float> logits((history.size() - 1) * cap.vocab_size());
+  cap.append(std::span<const token_id>(history).first(history.size() - 1), logits);
+  specdec::rng gen(1);
+  specdec::draft d;
+  drafter.propose(history, k, specdec::sampling_params{.temperature = 0.0f}, gen, d);
+  return d.tokens;
+}
+
+}  // namespace
+
+TEST_CASE("eagle_drafter: the attention's context cache follows the history") {
+  const table_model_options t{.vocab_size = 10, .order = 2, .seed = 4};
+  hidden_table_model target(t);
+  capture cap(target);
+  auto warm = make_eagle({}, 2)(cap, target);
+  const auto fresh_chain = [&](const std::vector<token_id>& history) {
+    auto fresh = make_eagle({}, 2)(cap, target);
+    return chain(cap, fresh, history, 5);
+  };
+  // Grown one token at a time, rewritten in the middle, shortened, grown again: the warm
+  // drafter (which keeps its keys) drafts what a fresh one drafts each time.
+  std::vector<std::vector<token_id>> histories;
+  std::vector<token_id> h{3, 1, 4};
+  for (token_id x : {1, 5, 9, 2, 6, 5, 3}) histories.push_back(h), h.push_back(x);
+  histories.push_back({3, 1, 7, 1, 5, 9, 2});
+  histories.push_back({3, 1, 7});
+  histories.push_back({3, 1, 7, 8, 8, 8, 0, 2});
+  histories.push_back({6, 1, 7, 8, 8, 8, 0, 2});
+  for (const auto& history : histories) {
+    INFO("history of " << history.size() << " tokens starting " << history[0]);
+    const auto want = fresh_chain(history);
+    CHECK(chain(cap, warm, history, 5) == want);
+  }
+  SECTION("the context changes the drafts") {  // else the checks above would prove little
+    CHECK(fresh_chain({3, 1, 4, 1, 5, 9}) != fresh_chain({0, 0, 4, 1, 5, 9}));
+  }
+  SECTION("a tree of single branches drafts the chain") {
+    const std::vector<token_id> history{3, 1, 4, 1, 5};
+    const auto want = fresh_chain(history);
+    specdec::tree_draft tree;
+    specdec::rng gen(1);
+    const std::vector<std::size_t> ones(5, 1);
+    warm.propose_tree(history, ones, specdec::sampling_params{.temperature = 0.0f}, gen,
+                      candidate_draw::deterministic, tree);
+    REQUIRE(tree.tree.size() == 6);
+    for (std::size_t i = 1; i < 6; ++i) CHECK(tree.tree.token(i) == want[i - 1]);
+  }
+  SECTION("rows filled behind the capture's back are left out of the context") {
+    const std::vector<token_id> history{5, 5, 4, 1, 5, 9};
+    (void)chain(cap, warm, history, 5);  // the warm drafter holds keys for this history
+    const auto propose = [&](auto& drafter) {
+      specdec::rng gen(1);
+      specdec::draft d;
+      drafter.propose(history, 5, specdec::sampling_params{.temperature = 0.0f}, gen, d);
+      return d.tokens;
+    };
+    // Positions 0 and 1 filled behind the capture's back: it has no rows for them.
+    cap.truncate(0);
+    std::vector<float> logits(5 * 10), rows(2 * 10);
+    target.append(std::span<const token_id>(history).first(2), std::span<float>(logits).first(20),
+                  rows);
+    cap.append(std::span<const token_id>(history).subspan(2, 3),
+               std::span<float>(logits).first(30));
+    REQUIRE(cap.hidden(1).empty());
+    REQUIRE(cap.hidden(2).size() == 10);
+    auto fresh = make_eagle({}, 2)(cap, target);
+    const auto want = propose(fresh);
+    CHECK(propose(warm) == want);
+    CHECK(want != chain(cap, fresh, history, 5));  // with every row known, other drafts
+  }
 }
 
 TEST_CASE("heads drafters: bad input") {
@@ -242,6 +347,40 @@ TEST_CASE("heads drafters: bad input") {
     REQUIRE_THROWS_WITH(
         specdec::eagle_drafter(cap, eagle(7, 4), view(target.classifier()), view(embedding_of(6))),
         "eagle_weights: w1 has 14 columns, expected 2 x hidden width = 12");
+  }
+  SECTION("an attention layer of the wrong shape") {
+    auto w = eagle(6, 4, 2);
+    w.attention.wv = random_matrix(8, 10, 1.0f, 1);
+    REQUIRE_THROWS_WITH(
+        specdec::eagle_drafter(cap, w, view(target.classifier()), view(embedding_of(6))),
+        "eagle_weights: attention wv is 8 x 10, expected 8 x 2 x hidden width = 12");
+    w = eagle(6, 4, 2);
+    w.attention.heads = 3;
+    REQUIRE_THROWS_WITH(
+        specdec::eagle_drafter(cap, w, view(target.classifier()), view(embedding_of(6))),
+        "eagle_weights: attention wq has 8 rows, not a positive multiple of heads = 3");
+    w = eagle(6, 4, 2);
+    w.attention.heads = 8;  // width 1: odd under rotary positions
+    REQUIRE_THROWS_WITH(
+        specdec::eagle_drafter(cap, w, view(target.classifier()), view(embedding_of(6))),
+        "eagle_weights: attention head width 1 must be even with rotary positions");
+  }
+  SECTION("NaN in a context row under attention: a clear error, then the decoder still works") {
+    auto drafter = make_eagle({}, 2)(cap, target);
+    specdec::speculative_decoder decoder(cap, drafter);
+    specdec::generate_options o;
+    o.max_new_tokens = 20;
+    o.sampling.temperature = 0.0f;
+    const std::vector<token_id> prompt{1, 2, 3, 4};
+    target.nan_at = 1;  // the start row (position 2) is finite; position 1 is context
+    REQUIRE_THROWS_WITH(decoder.generate(prompt, o),
+                        "eagle_drafter: the target's hidden row at position 1 is not finite "
+                        "(NaN or inf)");
+    target.nan_at = static_cast<std::size_t>(-1);
+    table_model plain(t);
+    const std::vector<token_id> other{1, 5, 3, 4};  // position 1 is computed again
+    CHECK(decoder.generate(other, o).tokens ==
+          specdec::generate_autoregressive(plain, other, o).tokens);
   }
   SECTION("NaN in a hidden row: a clear error, then the decoder still works") {
     specdec::medusa_drafter drafter(cap, medusa(6, 2, false), view(target.classifier()));

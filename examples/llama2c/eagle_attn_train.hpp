@@ -1,8 +1,8 @@
-// llama2c/eagle_attn_train.hpp - an experiment beside the EAGLE-style MLP (heads_train.hpp): the
-// same predictor plus one causal attention layer over the features of the sequence so far, its
-// loss with hand-written gradients (checked against finite differences in
-// tests/llama2c/heads_train_test.cpp), training on whole sequences and the held-out accuracy by
-// drafted depth. It measures whether the attention pays (docs/heads.md); it writes no heads file.
+// llama2c/eagle_attn_train.hpp - the EAGLE-style predictor with one causal attention layer over
+// the features of the sequence so far (beside the MLP alone, heads_train.hpp): its loss with
+// hand-written gradients (checked against finite differences in
+// tests/llama2c/heads_train_test.cpp), training on whole sequences, the held-out accuracy by
+// drafted depth, and the heads record it becomes (specdec::eagle_weights with its attention).
 #pragma once
 
 #include <Eigen/Core>
@@ -384,6 +384,36 @@ inline eagle_attn_params<float> train_eagle_attn(
   }
   tally.finish(report);
   return p;
+}
+
+/// The heads record of trained parameters: kind eagle, the MLP and the attention layer (none when
+/// p.heads == 0), the held-out top-1 by depth and the training totals of `report`.
+inline heads_record attn_record(const eagle_attn_params<float>& p, const model& target,
+                                const train_report& report) {
+  heads_record rec;
+  rec.kind = heads_kind::eagle;
+  rec.hidden = target.cfg().dim;
+  rec.vocab = target.cfg().vocab_size;
+  rec.accuracy = row_matrix(1, static_cast<Eigen::Index>(report.top1.size()));
+  for (std::size_t j = 0; j < report.top1.size(); ++j)
+    rec.accuracy(0, static_cast<Eigen::Index>(j)) = report.top1[j];
+  rec.train_tokens = static_cast<std::uint32_t>(report.train_positions);
+  rec.train_seconds = static_cast<float>(report.seconds);
+  rec.eagle.w1 = p.mlp.w1;
+  rec.eagle.b1 = p.mlp.b1.row(0);
+  rec.eagle.w2 = p.mlp.w2;
+  rec.eagle.b2 = p.mlp.b2.row(0);
+  rec.eagle.depth_accuracy = report.top1;
+  if (p.heads > 0) {
+    eagle_attention& a = rec.eagle.attention;
+    a.wq = p.wq;
+    a.wk = p.wk;
+    a.wv = p.wv;
+    a.wo = p.wo;
+    a.heads = p.heads;
+    a.rope = p.rope;
+  }
+  return rec;
 }
 
 }  // namespace specdec::llama2c::train

@@ -4,13 +4,16 @@
 //
 // Format (little-endian; docs/llama2c.md "Heads files"):
 //   char[8]  magic "SDHEADS1"
-//   u32 version (1), kind (1 = medusa, 2 = eagle), hidden d, vocab V, heads H (eagle: 1),
-//       inner m (eagle: the MLP's width; medusa: 0), own_classifier (medusa: 0 or 1; eagle: 0),
-//       accuracy rows A, accuracy cols R, training tokens
+//   u32 version (2; 1 is read too), kind (1 = medusa, 2 = eagle), hidden d, vocab V,
+//       heads H (eagle: 1), inner m (eagle: the MLP's width; medusa: 0), own_classifier
+//       (medusa: 0 or 1; eagle: 0), accuracy rows A, accuracy cols R, training tokens
 //   f32 training seconds
+//   version 2 only: u32 attention heads Ha (eagle: 0 = none; medusa: 0), attention width w
+//       (0 when Ha = 0), rotary (0 or 1; 0 when Ha = 0; rotary base 10000)
 //   f32 accuracy[A x R]   medusa: head k's rank-r accuracy; eagle: row 0 = top-1 by depth
 //   medusa, per head: f32 w[d x d], b[d], (own_classifier) classifier[V x d]
-//   eagle:            f32 w1[m x 2d], b1[m], w2[d x m], b2[d]
+//   eagle:            f32 w1[m x 2d], b1[m], w2[d x m], b2[d],
+//                     (Ha > 0) wq[Ha w x 2d], wk[Ha w x 2d], wv[Ha w x 2d], wo[d x Ha w]
 // Nothing may follow. Every float must be finite.
 #pragma once
 
@@ -50,7 +53,7 @@ struct heads_record {
 };
 
 inline constexpr char heads_magic[8] = {'S', 'D', 'H', 'E', 'A', 'D', 'S', '1'};
-inline constexpr std::uint32_t heads_version = 1;
+inline constexpr std::uint32_t heads_version = 2;
 /// Bounds the loader enforces before allocating anything.
 inline constexpr std::size_t max_heads_width = 65536, max_heads_vocab = 1 << 20,
                              max_heads_count = 64, max_heads_accuracy = 4096;
@@ -124,6 +127,11 @@ inline std::vector<char> heads_bytes(const heads_record& r) {
   w.u32(static_cast<std::uint32_t>(r.accuracy.cols()));
   w.u32(r.train_tokens);
   w.f32(r.train_seconds);
+  const eagle_attention& a = r.eagle.attention;
+  const bool attention = !medusa && a.enabled();
+  w.u32(attention ? static_cast<std::uint32_t>(a.heads) : 0u);
+  w.u32(attention ? static_cast<std::uint32_t>(a.width()) : 0u);
+  w.u32(attention && a.rope ? 1u : 0u);
   w.matrix(r.accuracy);
   if (medusa) {
     for (const medusa_head& h : r.medusa.heads) {
@@ -136,6 +144,8 @@ inline std::vector<char> heads_bytes(const heads_record& r) {
     w.matrix(r.eagle.b1);
     w.matrix(r.eagle.w2);
     w.matrix(r.eagle.b2);
+    if (attention)
+      for (const row_matrix* m : {&a.wq, &a.wk, &a.wv, &a.wo}) w.matrix(*m);
   }
   return w.bytes;
 }
@@ -161,8 +171,8 @@ inline heads_record parse_heads(std::span<const char> bytes, const std::string& 
     in.fail("not a heads file (the magic \"SDHEADS1\" is missing)");
   in.take(magic, 8);
   const std::uint32_t version = in.u32();
-  if (version != heads_version)
-    in.fail("version " + std::to_string(version) + ", this loader reads version " +
+  if (version != 1 && version != heads_version)
+    in.fail("version " + std::to_string(version) + ", this loader reads versions 1 and " +
             std::to_string(heads_version));
   heads_record r;
   const std::uint32_t kind = in.u32();
@@ -172,6 +182,8 @@ inline heads_record parse_heads(std::span<const char> bytes, const std::string& 
                     own = in.u32(), arows = in.u32(), acols = in.u32();
   r.train_tokens = in.u32();
   r.train_seconds = in.f32();
+  const std::size_t attn_heads = version >= 2 ? in.u32() : 0,
+                    attn_width = version >= 2 ? in.u32() : 0, rope = version >= 2 ? in.u32() : 0;
   const auto bound = [&](std::size_t value, std::size_t lo, std::size_t hi, const char* field) {
     if (value < lo || value > hi)
       in.fail(std::string(field) + " = " + std::to_string(value) + " outside [" +
@@ -182,10 +194,20 @@ inline heads_record parse_heads(std::span<const char> bytes, const std::string& 
   bound(arows, 0, max_heads_accuracy, "accuracy rows");
   bound(acols, 0, max_heads_accuracy, "accuracy cols");
   bound(own, 0, 1, "own_classifier");
+  bound(attn_heads, 0, max_heads_count, "attention heads");
+  bound(rope, 0, 1, "rotary");
+  if (attn_heads == 0 && (attn_width != 0 || rope != 0))
+    in.fail("attention width and rotary must be 0 without attention heads");
+  if (attn_heads > 0) {
+    bound(attn_width, 1, max_heads_width, "attention width");
+    if (rope && attn_width % 2 != 0)
+      in.fail("attention width = " + std::to_string(attn_width) + " must be even with rotary");
+  }
   const bool medusa = r.kind == heads_kind::medusa;
   if (medusa) {
     bound(heads, 1, max_heads_count, "heads");
     if (inner != 0) in.fail("inner = " + std::to_string(inner) + " must be 0 for medusa heads");
+    if (attn_heads != 0) in.fail("attention heads must be 0 for medusa heads");
   } else {
     if (heads != 1) in.fail("heads = " + std::to_string(heads) + " must be 1 for eagle");
     bound(inner, 1, max_heads_width, "inner");
@@ -194,16 +216,21 @@ inline heads_record parse_heads(std::span<const char> bytes, const std::string& 
   if (arows != 0 && arows != (medusa ? heads : 1))
     in.fail("accuracy rows = " + std::to_string(arows) + " must be 0 or " +
             (medusa ? "one per head (" + std::to_string(heads) + ")" : std::string("1")));
-  // Floats the sizes announce (all factors < 2^21, so no product overflows 64 bits).
-  const std::uint64_t D = d, V = v, M = inner;
+  // Floats the sizes announce (all factors < 2^23, so no product overflows 64 bits).
+  const std::uint64_t D = d, V = v, M = inner, Aw = std::uint64_t{attn_heads} * attn_width;
   const std::uint64_t floats =
       std::uint64_t{arows} * acols +
-      (medusa ? heads * (D * D + D + (own ? V * D : 0)) : M * 2 * D + M + D * M + D);
+      (medusa ? heads * (D * D + D + (own ? V * D : 0))
+              : M * 2 * D + M + D * M + D + Aw * (3 * 2 * D + D));
   const std::uint64_t expected = in.at + floats * sizeof(float);
   if (expected != bytes.size())
     in.fail("the sizes in its header (hidden " + std::to_string(d) + ", vocab " +
             std::to_string(v) + ", heads " + std::to_string(heads) + ", inner " +
-            std::to_string(inner) + ") need " + std::to_string(expected) + " bytes, the file has " +
+            std::to_string(inner) +
+            (attn_heads ? ", attention " + std::to_string(attn_heads) + " x " +
+                              std::to_string(attn_width)
+                        : std::string()) +
+            ") need " + std::to_string(expected) + " bytes, the file has " +
             std::to_string(bytes.size()) + (bytes.size() < expected ? " (truncated)" : ""));
   r.hidden = d;
   r.vocab = v;
@@ -221,6 +248,15 @@ inline heads_record parse_heads(std::span<const char> bytes, const std::string& 
     in.vector(r.eagle.b1, inner, "b1");
     in.matrix(r.eagle.w2, d, inner, "w2");
     in.vector(r.eagle.b2, d, "b2");
+    eagle_attention& a = r.eagle.attention;
+    a.heads = attn_heads;
+    a.rope = rope == 1;
+    if (attn_heads > 0) {
+      in.matrix(a.wq, Aw, 2 * d, "wq");
+      in.matrix(a.wk, Aw, 2 * d, "wk");
+      in.matrix(a.wv, Aw, 2 * d, "wv");
+      in.matrix(a.wo, d, Aw, "wo");
+    }
     for (Eigen::Index j = 0; r.accuracy.rows() > 0 && j < r.accuracy.cols(); ++j)
       r.eagle.depth_accuracy.push_back(r.accuracy(0, j));
   }
@@ -283,6 +319,14 @@ inline void fit_heads(heads_record& r, const config& target, const std::string& 
     w1.middleCols(Di, di) = e.w1.rightCols(di) / alpha;
     e.w1 = std::move(w1);
     e.w2 = pad(e.w2, Di, e.w2.cols());
+    for (row_matrix* m : {&e.attention.wq, &e.attention.wk, &e.attention.wv}) {
+      if (m->size() == 0) continue;  // no attention layer
+      row_matrix wide = row_matrix::Zero(m->rows(), 2 * Di);  // read [f, e] as w1 does
+      wide.leftCols(di) = m->leftCols(di);
+      wide.middleCols(Di, di) = m->rightCols(di) / alpha;
+      *m = std::move(wide);
+    }
+    if (e.attention.wo.size() != 0) e.attention.wo = pad(e.attention.wo, Di, e.attention.wo.cols());
     e.b2 = pad_row(e.b2, Di);
     e.input_scale *= scale;
   }
@@ -295,7 +339,12 @@ inline std::string heads_summary(const heads_record& r) {
   std::string s = medusa ? "medusa heads: " + std::to_string(r.medusa.size()) + " heads, " +
                                (r.medusa.heads.at(0).classifier.size() ? "own" : "shared") +
                                " classifiers"
-                         : "eagle-style predictor: MLP width " + std::to_string(r.eagle.inner());
+                         : "eagle-style predictor: MLP width " + std::to_string(r.eagle.inner()) +
+                               (r.eagle.attention.enabled()
+                                    ? ", attention " + std::to_string(r.eagle.attention.heads) +
+                                          " heads x " + std::to_string(r.eagle.attention.width()) +
+                                          (r.eagle.attention.rope ? " (rotary)" : " (no positions)")
+                                    : std::string());
   s += ", hidden " + std::to_string(r.hidden) + "; trained on " + std::to_string(r.train_tokens) +
        " positions in " + std::to_string(static_cast<int>(r.train_seconds)) + " s";
   if (r.accuracy.size()) {

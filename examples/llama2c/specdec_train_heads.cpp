@@ -1,8 +1,8 @@
 // specdec-train-heads: trains Medusa heads or an EAGLE-style predictor for a llama2.c checkpoint
 // on text the model generates itself, and writes them as a heads file (heads_file.hpp) for
-// specdec-generate --draft heads:FILE. `--kind eagle-attn` is an experiment: the EAGLE-style MLP
-// with one causal attention layer over the features (eagle_attn_train.hpp); it trains and prints
-// the held-out accuracy by drafted depth and writes no file.
+// specdec-generate --draft heads:FILE. `--kind eagle` trains the predictor's MLP alone,
+// `--kind eagle-attn` the MLP with one causal attention layer over the features
+// (eagle_attn_train.hpp).
 //
 //   specdec-train-heads --model aidreams260K.bin --tokenizer aidreams260K.tok512.bin
 //                       --out medusa.heads --kind medusa --seconds 300
@@ -55,17 +55,14 @@ int run(const options& o) {
   const auto show = [&](std::size_t step, float loss) {
     if (tty) std::fprintf(stderr, "\rstep %zu / %zu, loss %.4f", step, o.train.steps, loss);
   };
-  if (o.kind == "eagle-attn") {
-    l2::train::train_eagle_attn(target, corpus, o.train, o.attn, report, show);
-    std::printf("eagle-attn (not written): MLP width %zu, attention %zu heads x %zu, %s\n",
-                o.train.inner, o.attn.heads, o.attn.width,
-                o.attn.rope ? "rotary positions" : "no positions");
-  } else {
-    const auto rec = l2::train::train_heads(target, corpus, o.train, report, show);
-    l2::save_heads(o.out, rec);
-    std::printf("wrote %s: %s, hidden %zu, vocab %zu\n", o.out.c_str(), o.kind.c_str(), rec.hidden,
-                rec.vocab);
-  }
+  const auto rec =
+      o.kind == "eagle-attn"
+          ? l2::train::attn_record(
+                l2::train::train_eagle_attn(target, corpus, o.train, o.attn, report, show), target,
+                report)
+          : l2::train::train_heads(target, corpus, o.train, report, show);
+  l2::save_heads(o.out, rec);
+  std::printf("wrote %s: %s\n", o.out.c_str(), l2::heads_summary(rec).c_str());
   if (tty) std::fputs("\r\033[K", stderr);
   std::size_t tokens = 0;
   for (const auto& s : corpus) tokens += s.tokens.size();
@@ -94,10 +91,10 @@ int main(int argc, char** argv) {
                "generates itself; writes a heads file for specdec-generate --draft heads:FILE"};
   app.add_option("-m,--model", o.model, "the checkpoint (default: aidreams260K.bin)");
   app.add_option("--tokenizer", o.tokenizer, "its tokenizer (checked against the vocabulary)");
-  app.add_option("-o,--out", o.out, "the heads file to write (required; not with eagle-attn)");
+  app.add_option("-o,--out", o.out, "the heads file to write (required)");
   app.add_option("--kind", o.kind,
-                 "medusa, eagle, or eagle-attn (an experiment: measured, not written; default "
-                 "medusa)")
+                 "medusa, eagle (the MLP), or eagle-attn (the MLP and one attention layer) "
+                 "(default medusa)")
       ->check(CLI::IsMember({"medusa", "eagle", "eagle-attn"}));
   app.add_option("--seconds", o.train.seconds, "cap on the training time (default 540)")
       ->check(CLI::PositiveNumber);
@@ -138,16 +135,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  const bool experiment = o.kind == "eagle-attn";
-  if (!experiment && o.out.empty()) {
+  if (o.out.empty()) {
     std::fprintf(stderr, "specdec-train-heads: --out is required\n");
     return 2;
   }
-  if (experiment && !o.out.empty()) {
-    std::fprintf(stderr, "specdec-train-heads: --out: --kind eagle-attn writes no file\n");
-    return 2;
-  }
-  if (experiment) {
+  if (o.kind == "eagle-attn") {
     try {
       l2::train::check_attn_options(o.attn);  // before the corpus is generated
     } catch (const std::invalid_argument& e) {

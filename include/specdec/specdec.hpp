@@ -18,6 +18,7 @@
 #include "specdec/decode/options.hpp"
 #include "specdec/decoder.hpp"
 #include "specdec/draft/composed_drafter.hpp"
+#include "specdec/draft/eagle_attention.hpp"
 #include "specdec/draft/eagle_drafter.hpp"
 #include "specdec/draft/eagle_head.hpp"
 #include "specdec/draft/hidden_capture.hpp"

@@ -1,7 +1,8 @@
 // Draft heads on the real model (aidreams260K) and on a target reshaped from it: the engine's
 // hidden rows pass the conformance kit, training is deterministic for a seed, widened heads
 // compute the same logits, and greedy speculative decoding with Medusa heads or the EAGLE-style
-// predictor equals plain greedy decoding token for token (chains and trees, several prompts).
+// predictor (with and without its attention layer) equals plain greedy decoding token for token
+// (chains and trees, several prompts); the library's attention drafts what the trainer computes.
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 
 #include "common.hpp"
 
+#include <llama2c/eagle_attn_train.hpp>
 #include <llama2c/heads_file.hpp>
 #include <llama2c/heads_train.hpp>
 #include <llama2c/model.hpp>
@@ -61,9 +63,10 @@ std::shared_ptr<const l2::weights> reshaped() {
 }
 
 // Tiny training runs (seconds): heads that agree with the target often enough to be exercised.
-const l2::heads_record& trained(l2::heads_kind kind) {
-  static std::map<l2::heads_kind, l2::heads_record> made;
-  auto it = made.find(kind);
+// `attention`: the EAGLE-style predictor with its attention layer (2 heads of width 8).
+const l2::heads_record& trained(l2::heads_kind kind, bool attention = false) {
+  static std::map<std::pair<l2::heads_kind, bool>, l2::heads_record> made;
+  auto it = made.find({kind, attention});
   if (it != made.end()) return it->second;
   l2::model m(small(), {.threads = 1});
   const auto corpus = l2::train::generate_corpus(m, {.sequences = 60, .seed = 3});
@@ -73,7 +76,11 @@ const l2::heads_record& trained(l2::heads_kind kind) {
   o.steps = 150;
   o.heads = 3;
   o.inner = 64;
-  return made[kind] = l2::train::train_heads(m, corpus, o, report);
+  if (attention)
+    return made[{kind, true}] = l2::train::attn_record(
+               l2::train::train_eagle_attn(m, corpus, o, {.heads = 2, .width = 8}, report), m,
+               report);
+  return made[{kind, false}] = l2::train::train_heads(m, corpus, o, report);
 }
 
 std::vector<std::vector<token_id>> prompts() {
@@ -82,10 +89,11 @@ std::vector<std::vector<token_id>> prompts() {
 }
 
 // Greedy decoding with heads (chains and trees) equals plain greedy decoding on `w`.
-void check_greedy(const std::shared_ptr<const l2::weights>& w, l2::heads_kind kind) {
+void check_greedy(const std::shared_ptr<const l2::weights>& w, l2::heads_kind kind,
+                  bool attention = false) {
   l2::model target(w, {.threads = 1}), plain(w, {.threads = 1});
   specdec::hidden_capture<l2::model> cap(target);
-  auto rec = trained(kind);
+  auto rec = trained(kind, attention);
   l2::fit_heads(rec, w->cfg(), "trained");
   specdec::generate_options o;
   o.max_new_tokens = 60;
@@ -205,4 +213,93 @@ TEST_CASE("heads: greedy decoding with Medusa heads equals plain greedy decoding
 TEST_CASE("heads: greedy decoding with the EAGLE-style predictor equals plain greedy decoding") {
   SECTION("aidreams260K") { check_greedy(small(), l2::heads_kind::eagle); }
   SECTION("reshaped to 15M") { check_greedy(reshaped(), l2::heads_kind::eagle); }
+  SECTION("with attention, aidreams260K") { check_greedy(small(), l2::heads_kind::eagle, true); }
+  SECTION("with attention, reshaped to 15M") {
+    check_greedy(reshaped(), l2::heads_kind::eagle, true);
+  }
+}
+
+namespace {
+
+// The greedy chain of k drafts the library's eagle_drafter proposes after `prompt` on `w`.
+std::vector<token_id> library_chain(const std::shared_ptr<const l2::weights>& w,
+                                    const l2::heads_record& rec,
+                                    const std::vector<token_id>& prompt, std::size_t k) {
+  l2::model target(w, {.threads = 1});
+  specdec::hidden_capture<l2::model> cap(target);
+  std::vector<float> logits((prompt.size() - 1) * target.vocab_size());
+  cap.append(std::span<const token_id>(prompt.data(), prompt.size() - 1), logits);
+  specdec::eagle_drafter drafter(cap, rec.eagle, w->classifier(), w->token_embedding());
+  specdec::rng gen(1);
+  specdec::draft d;
+  drafter.propose(prompt, k, specdec::sampling_params{.temperature = 0.0f}, gen, d);
+  return d.tokens;
+}
+
+}  // namespace
+
+TEST_CASE("heads: the library's attention layer drafts what the trainer's step computes") {
+  const auto& rec = trained(l2::heads_kind::eagle, true);
+  REQUIRE(rec.eagle.attention.enabled());
+  // The trained parameters again, for the trainer's own one-row step.
+  l2::train::eagle_attn_params<float> p;
+  p.mlp.w1 = rec.eagle.w1;
+  p.mlp.b1 = rec.eagle.b1;
+  p.mlp.w2 = rec.eagle.w2;
+  p.mlp.b2 = rec.eagle.b2;
+  p.wq = rec.eagle.attention.wq;
+  p.wk = rec.eagle.attention.wk;
+  p.wv = rec.eagle.attention.wv;
+  p.wo = rec.eagle.attention.wo;
+  p.heads = rec.eagle.attention.heads;
+  p.rope = rec.eagle.attention.rope;
+  const std::size_t k = 6;
+  for (const auto& prompt : prompts()) {
+    REQUIRE(prompt.size() >= 3);
+    // The trainer's recurrence: true rows for the context, its own predictions after it.
+    l2::model m(small(), {.threads = 1});
+    const std::size_t h = prompt.size(), d = m.hidden_size();
+    std::vector<float> logits(h * m.vocab_size()), hidden(h * d);
+    m.append(prompt, logits, hidden);
+    using row = Eigen::Matrix<float, 1, Eigen::Dynamic>;
+    const auto hidden_row = [&](std::size_t pos) {
+      return row(Eigen::Map<const row>(hidden.data() + pos * d, static_cast<Eigen::Index>(d)));
+    };
+    const auto A = rec.eagle.attention.wq.rows();
+    l2::train::mat<float> keys(static_cast<Eigen::Index>(h + k), A), values(keys.rows(), A);
+    for (std::size_t pos = 0; pos + 2 < h; ++pos) {  // context rows, written by a step each
+      const row emb = small()->token_embedding().row(prompt[pos + 1]);
+      (void)l2::train::eagle_attn_step<float>(p, hidden_row(pos), emb, pos, keys, values);
+    }
+    row feature = hidden_row(h - 2);
+    token_id t = prompt.back();
+    std::vector<token_id> want;
+    for (std::size_t j = 0; j < k; ++j) {
+      const row emb = small()->token_embedding().row(t);
+      feature = l2::train::eagle_attn_step<float>(p, feature, emb, h - 2 + j, keys, values);
+      const row scores = feature * small()->classifier().transpose();
+      Eigen::Index best;
+      scores.maxCoeff(&best);
+      t = static_cast<token_id>(best);
+      want.push_back(t);
+    }
+    INFO("prompt of " << h << " tokens");
+    CHECK(library_chain(small(), rec, prompt, k) == want);
+    // Widened for the reshaped target, the layer drafts the same tokens there.
+    auto wide = rec;
+    l2::fit_heads(wide, reshaped()->cfg(), "trained");
+    CHECK(library_chain(reshaped(), wide, prompt, k) == want);
+  }
+}
+
+TEST_CASE("heads: a heads file with an attention layer round-trips") {
+  const auto& rec = trained(l2::heads_kind::eagle, true);
+  const fs::path file = scratch().path / "attn.heads";
+  l2::save_heads(file, rec);
+  const auto back = l2::read_heads(file);
+  CHECK(l2::heads_bytes(back) == l2::heads_bytes(rec));
+  CHECK(back.eagle.attention.heads == 2);
+  CHECK(back.eagle.attention.width() == 8);
+  CHECK(back.eagle.attention.rope);
+  CHECK(l2::heads_summary(back).find("attention 2 heads x 8 (rotary)") != std::string::npos);
 }

@@ -8,6 +8,8 @@
 #include <llama2c/heads_train.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -94,7 +96,80 @@ l2::heads_record small_medusa() {
                               specdec::row_matrix::Constant(4, 3, 1.0f)});
   return r;
 }
+
+// An EAGLE-style record with an attention layer of 2 heads of width 2 (hidden 3, vocab 4).
+l2::heads_record small_eagle_attn() {
+  l2::heads_record r;
+  r.kind = l2::heads_kind::eagle;
+  r.hidden = 3;
+  r.vocab = 4;
+  r.accuracy = specdec::row_matrix::Constant(1, 3, 0.5f);
+  specdec::eagle_weights& e = r.eagle;
+  e.w1 = specdec::row_matrix::Constant(5, 6, 0.1f);
+  e.b1 = specdec::prob_row::Constant(5, 0.2f);
+  e.w2 = specdec::row_matrix::Constant(3, 5, 0.3f);
+  e.b2 = specdec::prob_row::Constant(3, 0.4f);
+  e.attention.wq = specdec::row_matrix::Constant(4, 6, 0.5f);
+  e.attention.wk = specdec::row_matrix::Constant(4, 6, 0.6f);
+  e.attention.wv = specdec::row_matrix::Constant(4, 6, 0.7f);
+  e.attention.wo = specdec::row_matrix::Constant(3, 4, 0.8f);
+  e.attention.heads = 2;
+  return r;
+}
+
+// The header's u32 field at byte `at` set to `value`.
+std::vector<char> with_field(std::vector<char> b, std::size_t at, std::uint32_t value) {
+  std::memcpy(b.data() + at, &value, 4);
+  return b;
+}
 }  // namespace
+
+TEST_CASE("heads_file: an attention layer round-trips; version 1 files still load") {
+  const auto bytes = l2::heads_bytes(small_eagle_attn());
+  const auto back = l2::parse_heads(bytes, "x");
+  CHECK(back.eagle.attention.heads == 2);
+  CHECK(back.eagle.attention.width() == 2);
+  CHECK(back.eagle.attention.rope);
+  CHECK(back.eagle.attention.wo(2, 3) == Approx(0.8f));
+  CHECK(l2::heads_bytes(back) == bytes);
+  // Header: magic 8, then u32 fields from byte 8 (version) to 44 (training tokens), f32 seconds
+  // at 48, then version 2's attention heads (52), width (56), rotary (60).
+  SECTION("without rotary positions") {
+    CHECK_FALSE(l2::parse_heads(with_field(bytes, 60, 0), "x").eagle.attention.rope);
+  }
+  SECTION("refusals") {
+    REQUIRE_THROWS_WITH(l2::parse_heads(with_field(bytes, 60, 2), "x"),
+                        "heads file 'x': rotary = 2 outside [0, 1]");
+    REQUIRE_THROWS_WITH(l2::parse_heads(with_field(bytes, 56, 3), "x"),
+                        "heads file 'x': attention width = 3 must be even with rotary");
+    REQUIRE_THROWS_WITH(l2::parse_heads(with_field(bytes, 52, 0), "x"),
+                        "heads file 'x': attention width and rotary must be 0 without attention "
+                        "heads");
+    REQUIRE_THROWS_WITH(l2::parse_heads(with_field(bytes, 52, 65), "x"),
+                        "heads file 'x': attention heads = 65 outside [0, 64]");
+    REQUIRE_THROWS_WITH(l2::parse_heads(with_field(bytes, 52, 1), "x"),
+                        Catch::Contains("inner 5, attention 1 x 2) need 456 bytes, the file "
+                                        "has 624"));
+    const auto medusa_bytes = l2::heads_bytes(small_medusa());
+    REQUIRE_THROWS_WITH(l2::parse_heads(with_field(with_field(medusa_bytes, 52, 1), 56, 2), "x"),
+                        "heads file 'x': attention heads must be 0 for medusa heads");
+    auto b = bytes;
+    const float nan = std::nanf("");
+    std::memcpy(b.data() + b.size() - 4, &nan, 4);
+    REQUIRE_THROWS_WITH(l2::parse_heads(b, "x"), "heads file 'x': wo holds NaN or infinity");
+  }
+  SECTION("a version 1 file (no attention fields) reads as before") {
+    auto mlp = small_eagle_attn();
+    mlp.eagle.attention = {};
+    const auto v2 = l2::heads_bytes(mlp);
+    std::vector<char> v1(v2.begin(), v2.begin() + 52);
+    v1.insert(v1.end(), v2.begin() + 64, v2.end());
+    v1 = with_field(v1, 8, 1);
+    const auto r = l2::parse_heads(v1, "x");
+    CHECK_FALSE(r.eagle.attention.enabled());
+    CHECK(l2::heads_bytes(r) == v2);
+  }
+}
 
 TEST_CASE("heads_file: round trip and refusals") {
   const auto bytes = l2::heads_bytes(small_medusa());
@@ -122,7 +197,7 @@ TEST_CASE("heads_file: round trip and refusals") {
     b = bytes;
     b[8] = 9;
     REQUIRE_THROWS_WITH(l2::parse_heads(b, "x"),
-                        "heads file 'x': version 9, this loader reads version 1");
+                        "heads file 'x': version 9, this loader reads versions 1 and 2");
     b = bytes;
     b[12] = 3;
     REQUIRE_THROWS_WITH(l2::parse_heads(b, "x"),

@@ -55,6 +55,11 @@ struct eagle_drafter_options {
  * candidates the budget is spent while expanding (nodes are never dropped after being drawn,
  * which would bias them).
  *
+ * With an attention layer (eagle_weights::attention), each step also attends to the keys of the
+ * committed context (eagle_context: computed once per committed position, from the target's
+ * true rows) and of its own path of drafted steps (a tree node: its ancestors'); its cost grows
+ * by O((context + depth) x heads x width) per drafted token.
+ *
  * Proposes nothing when the target does not hold the history minus its last token; throws
  * std::invalid_argument for a hidden row with NaN or infinity. Not thread-safe; `source` and
  * the matrices' memory must outlive the drafter.
@@ -87,7 +92,7 @@ class eagle_drafter {
   const eagle_weights& weights() const noexcept { return w_; }
   std::size_t vocab_size() const { return static_cast<std::size_t>(source_.vocab_size()); }
 
-  void reset() noexcept {}
+  void reset() noexcept { context_.clear(); }
   void accept(std::span<const token_id> /*committed*/) noexcept {}
 
   /// A chain of k drafts (see the class comment).
@@ -99,8 +104,9 @@ class eagle_drafter {
     const bool top = sp.greedy() || o_.candidates == head_candidates::top;
     if (!top) out.q.resize(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(v));
     token_id t = history.back();
+    nodes_.assign(1, {t, -1, 0, 1.0, 0});
     for (std::size_t j = 0; j < k; ++j) {
-      step_rows(std::span<const token_id>(&t, 1));
+      step_rows(std::span<const token_id>(&t, 1), std::span<const std::size_t>(&j, 1));
       f_.swap(next_);
       const std::span<const float> row(logits_.data(), v);
       if (top) {
@@ -111,6 +117,7 @@ class eagle_drafter {
         t = sample(q, gen);
       }
       out.tokens.push_back(t);
+      nodes_.push_back({t, static_cast<std::int32_t>(j), j + 1, 1.0, 0});
     }
   }
 
@@ -160,7 +167,7 @@ class eagle_drafter {
         batch_tokens_[static_cast<std::size_t>(r)] = nodes_[node].token;
       }
       f_ = batch_f_;
-      step_rows(batch_tokens_);
+      step_rows(batch_tokens_, expanded_);
       const Eigen::Index first_feature = features_.rows();
       features_.conservativeResize(first_feature + b, Eigen::NoChange);
       features_.bottomRows(b) = next_;
@@ -207,25 +214,69 @@ class eagle_drafter {
     Eigen::Index q_row;  // row of q_rows_ with its children's distribution (when it has any)
   };
 
-  // f_ <- input_scale x the start row; false when there is none.
+  // f_ <- input_scale x the start row, and the attention's context brought up to it; false
+  // when there is no start row.
   bool start(std::span<const token_id> history) {
     const std::span<const float> row = detail::start_row(source_, history, "eagle_drafter");
     if (row.empty()) return false;
+    if (w_.attention.enabled())
+      context_.sync(source_, history.size() - 2, w_.attention, w_.input_scale, embedding_,
+                    "eagle_drafter");
     f_ = Eigen::Map<const prob_row>(row.data(), static_cast<Eigen::Index>(row.size())) *
          w_.input_scale;
+    root_position_ = history.size() - 2;
     q_used_ = 0;
+    steps_used_ = 0;
+    node_step_.clear();
     return true;
   }
 
-  // next_ <- one predictor step on f_ (one row per token) and the tokens' embeddings; logits_
-  // <- the target's classifier on next_ / input_scale.
-  void step_rows(std::span<const token_id> tokens) {
+  // next_ <- one predictor step on f_ (one row per token, row r expanding node nodes[r]) and
+  // the tokens' embeddings; logits_ <- the target's classifier on next_ / input_scale.
+  void step_rows(std::span<const token_id> tokens, std::span<const std::size_t> nodes) {
     e_.resize(static_cast<Eigen::Index>(tokens.size()), f_.cols());
     for (std::size_t i = 0; i < tokens.size(); ++i)
       e_.row(static_cast<Eigen::Index>(i)) = embedding_.row(tokens[i]);
     eagle_step(w_, f_, e_, z_, next_);
+    if (w_.attention.enabled()) add_attention(nodes);
     scaled_ = next_ / w_.input_scale;  // a member: no temporary per step
     logits_.noalias() = scaled_ * classifier_.transpose();
+  }
+
+  // next_ += Wo a for the rows of step_rows: each row's query attends to the context and to the
+  // steps of its node's path (the ancestors' steps, then its own, whose key and value it adds).
+  void add_attention(std::span<const std::size_t> nodes) {
+    const eagle_attention& a = w_.attention;
+    const auto b = static_cast<Eigen::Index>(nodes.size()), A = a.wq.rows(), d = f_.cols();
+    u_.resize(b, 2 * d);
+    u_.leftCols(d) = f_;
+    u_.rightCols(d) = e_;
+    query_.noalias() = u_ * a.wq.transpose();
+    const Eigen::Index first = steps_used_;
+    steps_used_ += b;
+    if (step_keys_.rows() < steps_used_) {
+      step_keys_.conservativeResize(steps_used_, A);
+      step_values_.conservativeResize(steps_used_, A);
+    }
+    step_keys_.middleRows(first, b).noalias() = u_ * a.wk.transpose();
+    step_values_.middleRows(first, b).noalias() = u_ * a.wv.transpose();
+    node_step_.resize(nodes_.size(), -1);
+    attended_.resize(b, A);
+    for (Eigen::Index r = 0; r < b; ++r) {
+      const std::size_t id = nodes[static_cast<std::size_t>(r)];
+      node_step_[id] = first + r;
+      const std::size_t position = root_position_ + nodes_[id].depth;
+      detail::rotate_heads(query_.row(r).data(), a, position);
+      detail::rotate_heads(step_keys_.row(first + r).data(), a, position);
+      path_.clear();
+      for (auto x = static_cast<std::int32_t>(id); x >= 0;
+           x = nodes_[static_cast<std::size_t>(x)].parent)
+        path_.push_back(node_step_[static_cast<std::size_t>(x)]);
+      std::reverse(path_.begin(), path_.end());
+      detail::attend(a, query_.row(r).data(), context_.keys(), context_.values(), step_keys_,
+                     step_values_, path_, scores_, attended_.row(r).data());
+    }
+    next_.noalias() += attended_ * a.wo.transpose();
   }
 
   // Keeps the root and the `budget` most confident nodes (ties: shallower, then earlier); a
@@ -276,6 +327,13 @@ class eagle_drafter {
   eagle_drafter_options o_;
   row_matrix f_, next_, e_, z_, scaled_, logits_, features_, batch_f_, q_rows_;
   Eigen::Index q_used_ = 0;  // rows of q_rows_ filled by this propose_tree
+  // The attention layer's state: the committed context, and the steps drafted by this call.
+  eagle_context context_;
+  row_matrix u_, query_, step_keys_, step_values_, attended_;
+  Eigen::Index steps_used_ = 0;
+  std::size_t root_position_ = 0;           // the position of the root's step
+  std::vector<Eigen::Index> node_step_, path_;  // a node's step row; one path's
+  std::vector<float> scores_;
   warp_workspace ws_;
   std::vector<node> nodes_, kept_;
   std::vector<std::size_t> feature_rows_, expanded_, order_;

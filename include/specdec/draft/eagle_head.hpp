@@ -12,6 +12,7 @@
 #include <Eigen/Core>
 
 #include "specdec/detail/draft_heads.hpp"
+#include "specdec/draft/eagle_attention.hpp"
 #include "specdec/types.hpp"
 
 namespace specdec {
@@ -22,9 +23,10 @@ namespace specdec {
  *
  *     f_next = f + W2 SiLU(W1 [f, e] + b1) + b2        (W1: m x 2d, W2: d x m)
  *
- * It runs on f = input_scale * hidden (see medusa_weights for why) and hands the classifier
- * f_next / input_scale. `depth_accuracy` (optional) is the measured top-1 agreement with the
- * target at each drafted depth, for the record.
+ * plus, optionally, one causal attention layer over the inputs of the earlier positions
+ * (`attention`, see eagle_attention). It runs on f = input_scale * hidden (see medusa_weights
+ * for why) and hands the classifier f_next / input_scale. `depth_accuracy` (optional) is the
+ * measured top-1 agreement with the target at each drafted depth, for the record.
  */
 struct eagle_weights {
   row_matrix w1;  ///< m x 2d: columns [0, d) read f, [d, 2d) read e
@@ -33,6 +35,7 @@ struct eagle_weights {
   prob_row b2;    ///< d
   float input_scale = 1.0f;
   std::vector<float> depth_accuracy;
+  eagle_attention attention;  ///< heads == 0: the MLP alone
 
   std::size_t inner() const noexcept { return static_cast<std::size_t>(w1.rows()); }
 };
@@ -56,11 +59,13 @@ inline void check_eagle_weights(const eagle_weights& e, std::size_t d) {
                              std::to_string(d));
   if (!(e.input_scale > 0.0f) || !std::isfinite(e.input_scale))
     fail("input_scale must be positive and finite");
+  check_eagle_attention(e.attention, d);
 }
 
 /**
- * One step for n rows at once: `next` (n x d) from features `f` (n x d, already multiplied by
- * input_scale) and embeddings `e` (n x d). O(n (2d m + d m)); `z` is scratch.
+ * The MLP part of one step for n rows at once (the attention layer, when there is one, needs the
+ * sequence and is added by eagle_drafter): `next` (n x d) from features `f` (n x d, already
+ * multiplied by input_scale) and embeddings `e` (n x d). O(n (2d m + d m)); `z` is scratch.
  */
 inline void eagle_step(const eagle_weights& w, const Eigen::Ref<const row_matrix>& f,
                        const Eigen::Ref<const row_matrix>& e, row_matrix& z, row_matrix& next) {
