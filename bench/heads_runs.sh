@@ -2,8 +2,8 @@
 # bench/heads_runs.sh MODEL TEMP REPS CONFIG... - end-to-end runs of specdec-generate with draft
 # heads (or any drafter), as markdown table rows. For each CONFIG (one quoted string of flags,
 # e.g. "--draft heads:/tmp/eagle.heads -k 4"), decodes the four free prompts of
-# bench/support/e2e.hpp, 64 new tokens each, at temperature TEMP (seed = prompt index) with
-# --compare-plain, REPS times. Per repetition: tokens per target call over all prompts, and the
+# bench/support/e2e.hpp (or the lines of the file $PROMPTS, e.g. bench/data/heads_prompts.txt),
+# 64 new tokens each, at temperature TEMP (seed = prompt index) with --compare-plain, REPS times. Per repetition: tokens per target call over all prompts, and the
 # speed-up = total plain decode time / total speculative decode time in that repetition (both
 # measured in the same process, one after the other). Prints the median over repetitions and,
 # greedy, whether every output was identical to plain decoding.
@@ -17,6 +17,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-$root/build/release/examples/llama2c}
 tok=${TOKENIZER:-$root/../shared/models/aidreams260K.tok512.bin}
 prompts=("I dreamed" "The stars" "In the quiet server room" "A memory")
+if [ -n "${PROMPTS:-}" ]; then mapfile -t prompts < "$PROMPTS"; fi
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 echo "| config | temp | tokens/call | speed-up (median of $reps) | range | identical |"
 echo "|---|---|---|---|---|---|"
