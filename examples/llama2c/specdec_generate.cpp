@@ -147,6 +147,9 @@ int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, T
     if (context_full) std::fprintf(stderr, "specdec-generate: %s\n", full_note.c_str());
   } else if (!c.json) {
     std::printf("\n\n%s", r.stats.summary().c_str());
+    if (c.draft == l2::draft_kind::heads && !r.stats.drafted_at.empty())
+      std::printf("(draft position k: Medusa head k, or the EAGLE-style predictor's step k; in a "
+                  "tree, depth k)\n");
     if (r.stats.draft_model_calls)
       std::printf("draft model calls: %zu\n", r.stats.draft_model_calls);
     if (c.draft_min > 0)
