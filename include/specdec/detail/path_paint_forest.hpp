@@ -5,7 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <vector>
+
+#include "specdec/detail/ngram_index.hpp"  // ngram_vector: huge-page-advised storage
 
 namespace specdec::detail {
 
@@ -18,11 +19,17 @@ namespace specdec::detail {
  * keeps, per state, its latest end position (last) and its number of end positions (count). The
  * path is unbounded (a stream of one repeated token makes it as long as the stream), so a plain
  * walk would be quadratic; a link-cut tree (Sleator and Tarjan 1983, splay-based) paints it in
- * amortised O(log n) through lazy tags.
+ * amortised O(log n).
  *
  * Representation: each preferred path is a splay tree keyed by depth; `parent` of a splay root is
- * the path-parent pointer. A pending tag on a node applies to its splay subtree below it (its own
- * values are already current). 28 bytes per node. Not thread-safe, reads included (they splay).
+ * the path-parent pointer. No lazy tags, so a splay never pushes anything down (nor touches the
+ * siblings of its path):
+ * - count is stored as a difference: a splay root holds its count, any other node its count minus
+ *   its splay parent's; a paint adds 1 at the root of the painted path's splay tree.
+ * - last is the same on every node of one splay tree, and is kept at its root only. Paths are
+ *   joined only by the access that precedes a paint, which then gives the joined path one value;
+ *   splits (a path cut in two by an access or by `cut`) keep each part uniform.
+ * 20 bytes per node. Not thread-safe, reads included (they splay).
  */
 class path_paint_forest {
  public:
@@ -36,10 +43,12 @@ class path_paint_forest {
   void clear() noexcept { nodes_.clear(); }
   void reserve(std::size_t n) { nodes_.reserve(n); }
   std::size_t size() const noexcept { return nodes_.size(); }
+  /// Bytes held (capacity).
+  std::size_t memory_bytes() const noexcept { return nodes_.capacity() * sizeof(node); }
 
   /// Adds a node without a parent carrying `v`; returns its id. Amortised O(1).
   std::uint32_t add(values v) {
-    nodes_.push_back(node{{nil, nil}, nil, v.last, v.count, nil, 0});
+    nodes_.push_back(node{{nil, nil}, nil, v.count, v.last});
     return static_cast<std::uint32_t>(nodes_.size() - 1);
   }
 
@@ -48,18 +57,24 @@ class path_paint_forest {
 
   /// Detaches x from its parent (x keeps its subtree). Amortised O(log n).
   void cut(std::uint32_t x) noexcept {
-    access(x);
-    const std::uint32_t above = nodes_[x].child[0];
+    splay(x);
+    node& n = nodes_[x];
+    const std::uint32_t above = n.child[0];  // the part of x's path above x
     if (above != nil) {
-      nodes_[above].parent = nil;
-      nodes_[x].child[0] = nil;
+      node& a = nodes_[above];
+      a.parent = n.parent;  // the path-parent pointer belongs to the upper part
+      a.count += n.count;
+      a.last = n.last;
+      n.child[0] = nil;
     }
+    n.parent = nil;
   }
 
   /// last = v and count += 1 on every node from x's root down to x. Amortised O(log n).
   void paint(std::uint32_t x, std::uint32_t v) noexcept {
     access(x);
-    apply(x, v, 1);
+    nodes_[x].count += 1;
+    nodes_[x].last = v;
   }
 
   /// The current values of x. Amortised O(log n) (splays x within its path).
@@ -72,9 +87,8 @@ class path_paint_forest {
   struct node {
     std::uint32_t child[2];
     std::uint32_t parent;
-    std::uint32_t last, count;
-    std::uint32_t tag_last;  // nil: no pending assignment
-    std::uint32_t tag_add;
+    std::uint32_t count;  // splay root: the count; else the count minus the splay parent's
+    std::uint32_t last;   // valid at a splay root only
   };
 
   bool is_splay_root(std::uint32_t x) const noexcept {
@@ -82,41 +96,32 @@ class path_paint_forest {
     return p == nil || (nodes_[p].child[0] != x && nodes_[p].child[1] != x);
   }
 
-  void apply(std::uint32_t x, std::uint32_t set, std::uint32_t add) noexcept {
-    node& n = nodes_[x];
-    if (set != nil) n.last = n.tag_last = set;
-    n.count += add;
-    n.tag_add += add;
-  }
-
-  void push(std::uint32_t x) noexcept {
-    node& n = nodes_[x];
-    if (n.tag_last == nil && n.tag_add == 0) return;
-    for (const std::uint32_t c : n.child)
-      if (c != nil) apply(c, n.tag_last, n.tag_add);
-    n.tag_last = nil;
-    n.tag_add = 0;
-  }
-
+  // x takes the place of its splay parent y; counts stay what they were.
   void rotate(std::uint32_t x) noexcept {
-    const std::uint32_t y = nodes_[x].parent, z = nodes_[y].parent;
-    const int dx = nodes_[y].child[1] == x ? 1 : 0;
-    if (!is_splay_root(y)) nodes_[z].child[nodes_[z].child[1] == y ? 1 : 0] = x;
-    nodes_[x].parent = z;
-    const std::uint32_t moved = nodes_[x].child[1 - dx];
-    nodes_[y].child[dx] = moved;
-    if (moved != nil) nodes_[moved].parent = y;
-    nodes_[x].child[1 - dx] = y;
-    nodes_[y].parent = x;
+    node& nx = nodes_[x];
+    const std::uint32_t y = nx.parent;
+    node& ny = nodes_[y];
+    const std::uint32_t z = ny.parent;
+    const int dx = ny.child[1] == x ? 1 : 0;
+    if (z != nil && (nodes_[z].child[0] == y || nodes_[z].child[1] == y))
+      nodes_[z].child[nodes_[z].child[1] == y ? 1 : 0] = x;
+    else
+      nx.last = ny.last;  // y was the splay root
+    nx.parent = z;
+    const std::uint32_t moved = nx.child[1 - dx];
+    ny.child[dx] = moved;
+    if (moved != nil) {
+      nodes_[moved].parent = y;
+      nodes_[moved].count += nx.count;
+    }
+    nx.child[1 - dx] = y;
+    ny.parent = x;
+    const std::uint32_t x_delta = nx.count;
+    nx.count += ny.count;
+    ny.count = 0u - x_delta;
   }
 
   void splay(std::uint32_t x) noexcept {
-    stack_.clear();
-    for (std::uint32_t y = x;; y = nodes_[y].parent) {
-      stack_.push_back(y);
-      if (is_splay_root(y)) break;
-    }
-    for (auto it = stack_.rbegin(); it != stack_.rend(); ++it) push(*it);
     while (!is_splay_root(x)) {
       const std::uint32_t y = nodes_[x].parent;
       if (!is_splay_root(y)) {
@@ -128,19 +133,26 @@ class path_paint_forest {
     }
   }
 
-  // Makes the root-to-x path preferred, ending at x, and x the root of its splay tree.
+  // Makes the root-to-x path preferred, ending at x, and x the root of its splay tree. The
+  // joined path's `last` is left to the caller (paint sets it).
   void access(std::uint32_t x) noexcept {
     std::uint32_t below = nil;
     for (std::uint32_t y = x; y != nil; y = nodes_[y].parent) {
       splay(y);
-      nodes_[y].child[1] = below;
+      node& n = nodes_[y];
+      const std::uint32_t split = n.child[1];  // becomes a splay root of its own
+      if (split != nil) {
+        nodes_[split].count += n.count;
+        nodes_[split].last = n.last;
+      }
+      if (below != nil) nodes_[below].count -= n.count;
+      n.child[1] = below;
       below = y;
     }
     splay(x);
   }
 
-  std::vector<node> nodes_;
-  std::vector<std::uint32_t> stack_;  // splay's path to the splay root, reused
+  ngram_vector<node> nodes_;
 };
 
 }  // namespace specdec::detail

@@ -33,7 +33,7 @@ namespace specdec::detail {
  * Tokens are opaque 32-bit symbols: any token_id value (negative or beyond a vocabulary
  * included) is indexed like any other.
  *
- * Memory: per state 24 bytes (with its first transition) + 28 (forest); per further transition
+ * Memory: per state 24 bytes (with its first transition) + 20 (forest); per further transition
  * 12 bytes + a 12-byte hash slot at load <= 1/2; plus 4 bytes per token for the copy of the stream.
  * Not thread-safe (reads splay).
  */
@@ -80,7 +80,7 @@ class suffix_automaton {
   /// Bytes held (capacity), for the memory figures in docs/ngram.md.
   std::size_t memory_bytes() const noexcept {
     return tokens_.capacity() * sizeof(token_id) + states_.capacity() * sizeof(state) +
-           forest_.size() * 28 + edges_.capacity() * sizeof(edge) + slots_.size() * sizeof(slot);
+           forest_.memory_bytes() + edges_.capacity() * sizeof(edge) + slots_.size() * sizeof(slot);
   }
 
   /// Appends tokens. Amortised O(1) per token for the automaton plus O(log n) for the forest.
