@@ -96,7 +96,7 @@ class suffix_lookup {
   sam& automaton() noexcept { return automaton_; }
 
   /// The longest suffix of the history with an occurrence ending at e <= N - 2 (state root and
-  /// length 0 when there is none). O(log n) amortised.
+  /// length 0 when there is none). O(1).
   match_info match() {
     match_info m;
     if (!prompt_only_) {
@@ -328,9 +328,11 @@ class suffix_lookup {
   }
 
   // m, or its suffix link when m's only end is the last position N - 1 (no earlier occurrence).
-  // Only one state ends at N - 1 alone (the whole text), so one step up is enough.
-  match_info with_earlier_end(match_info m) {
-    if (m.state != sam::root && automaton_.stats(m.state).count == 0) {
+  // Only one state ends at N - 1 alone, the whole text's (any other state ending at N - 1 is
+  // one of its suffix-link ancestors, whose end sets are larger), so it is that state, found
+  // without reading the statistics, and one step up is enough. O(1).
+  match_info with_earlier_end(match_info m) const noexcept {
+    if (m.state != sam::root && m.state == automaton_.whole()) {
       m.state = automaton_.link(m.state);
       m.length = automaton_.length(m.state);
     }
