@@ -34,7 +34,8 @@ namespace specdec::detail {
  * included) is indexed like any other.
  *
  * Memory: per state 24 bytes (with its first transition) + 20 (forest); per further transition
- * 12 bytes + a 12-byte hash slot at load <= 1/2; plus 4 bytes per token for the copy of the stream.
+ * 12 bytes + a 12-byte hash slot at load <= 1/2, except the root's: 4 bytes + an 8-byte slot at
+ * load <= 1/2 per distinct token; plus 4 bytes per token for the copy of the stream.
  * Not thread-safe (reads splay).
  */
 class suffix_automaton {
@@ -55,14 +56,19 @@ class suffix_automaton {
     else
       std::fill(slots_.begin(), slots_.end(), slot{none, 0, 0});
     mask_ = slots_.size() - 1;
+    root_tokens_.clear();
+    if (root_slots_.size() < initial_slots)
+      root_slots_.assign(initial_slots, root_slot{0, none});
+    else
+      std::fill(root_slots_.begin(), root_slots_.end(), root_slot{0, none});
     states_.push_back(state{0, none, none, 0, none, none});
     forest_.add({path_paint_forest::nil, 0});
     last_ = root;
   }
 
   /// Pre-sizes storage for n tokens (worst case: 2n states, 3n transitions, at most 2n of them
-  /// outside the states) so that growing to
-  /// n tokens never reallocates or rehashes.
+  /// outside the states) so that growing to n tokens never reallocates or rehashes, except the
+  /// root's table, which grows with the number of distinct tokens (O(vocabulary) in all).
   void reserve(std::size_t n) {
     tokens_.reserve(n);
     states_.reserve(2 * n + 1);
@@ -80,7 +86,8 @@ class suffix_automaton {
   /// Bytes held (capacity), for the memory figures in docs/ngram.md.
   std::size_t memory_bytes() const noexcept {
     return tokens_.capacity() * sizeof(token_id) + states_.capacity() * sizeof(state) +
-           forest_.memory_bytes() + edges_.capacity() * sizeof(edge) + slots_.size() * sizeof(slot);
+           forest_.memory_bytes() + edges_.capacity() * sizeof(edge) + slots_.size() * sizeof(slot) +
+           root_slots_.size() * sizeof(root_slot) + root_tokens_.capacity() * sizeof(std::uint32_t);
   }
 
   /// Appends tokens. Amortised O(1) per token for the automaton plus O(log n) for the forest.
@@ -109,6 +116,13 @@ class suffix_automaton {
   /// Calls f(token, state) for every transition out of s. O(out-degree).
   template <class F>
   void for_each_child(std::uint32_t s, F&& f) const {
+    if (s == root) {  // the order of the lists below: the first, then the newest first
+      for (std::size_t j = 0; j < root_tokens_.size(); ++j) {
+        const std::uint32_t t = root_tokens_[j == 0 ? 0 : root_tokens_.size() - j];
+        f(static_cast<token_id>(t), *find_root(t));
+      }
+      return;
+    }
     if (states_[s].target0 != none) f(static_cast<token_id>(states_[s].token0), states_[s].target0);
     for (std::uint32_t e = states_[s].first_edge; e != none; e = edges_[e].next)
       f(static_cast<token_id>(edges_[e].token), edges_[e].target);
@@ -118,7 +132,10 @@ class suffix_automaton {
   static constexpr std::size_t initial_slots = 64;
 
   // The first transition of a state lives in the state itself (most states have one), the
-  // others in edges_ (a list through edge::next) found through the hash table.
+  // others in edges_ (a list through edge::next) found through the hash table. The root's
+  // transitions (one per distinct token, looked up for most appended tokens) have a small table
+  // of their own, which stays in cache where the shared one, scattered over 100 MB at 1M tokens,
+  // would not.
   struct state {
     std::uint32_t length;
     std::uint32_t link;
@@ -135,6 +152,10 @@ class suffix_automaton {
     std::uint32_t token;
     std::uint32_t edge;
   };
+  struct root_slot {
+    std::uint32_t token;
+    std::uint32_t target;  // none: empty
+  };
 
   static std::size_t hash(std::uint32_t from, std::uint32_t token) noexcept {
     std::uint64_t h = (static_cast<std::uint64_t>(from) << 32 | token) * 0x9E3779B97F4A7C15ULL;
@@ -145,6 +166,7 @@ class suffix_automaton {
 
   // The target field of the transition (from, token), or nullptr; valid until the next add_edge.
   const std::uint32_t* find(std::uint32_t from, std::uint32_t token) const noexcept {
+    if (from == root) return find_root(token);
     const state& st = states_[from];
     if (st.target0 == none) return nullptr;
     if (st.token0 == token) return &st.target0;
@@ -158,8 +180,17 @@ class suffix_automaton {
   std::uint32_t* find(std::uint32_t from, std::uint32_t token) noexcept {
     return const_cast<std::uint32_t*>(std::as_const(*this).find(from, token));
   }
+  const std::uint32_t* find_root(std::uint32_t token) const noexcept {
+    const std::size_t mask = root_slots_.size() - 1;
+    for (std::size_t i = hash(root, token) & mask;; i = (i + 1) & mask) {
+      const root_slot& s = root_slots_[i];
+      if (s.target == none) return nullptr;
+      if (s.token == token) return &s.target;
+    }
+  }
 
   void add_edge(std::uint32_t from, std::uint32_t token, std::uint32_t target) {
+    if (from == root) return add_root_edge(token, target);
     state& st = states_[from];
     if (st.target0 == none) {
       st.token0 = token;
@@ -173,6 +204,23 @@ class suffix_automaton {
     std::size_t i = hash(from, token) & mask_;
     while (slots_[i].from != none) i = (i + 1) & mask_;
     slots_[i] = slot{from, token, e};
+  }
+
+  void add_root_edge(std::uint32_t token, std::uint32_t target) {
+    if (2 * (root_tokens_.size() + 1) > root_slots_.size()) {
+      ngram_vector<root_slot> fresh(root_slots_.size() * 2, root_slot{0, none});
+      fresh.swap(root_slots_);
+      for (const root_slot& s : fresh)
+        if (s.target != none) place_root(s);
+    }
+    root_tokens_.push_back(token);
+    place_root(root_slot{token, target});
+  }
+  void place_root(root_slot s) noexcept {
+    const std::size_t mask = root_slots_.size() - 1;
+    std::size_t i = hash(root, s.token) & mask;
+    while (root_slots_[i].target != none) i = (i + 1) & mask;
+    root_slots_[i] = s;
   }
 
   void rehash(std::size_t capacity) {
@@ -243,6 +291,8 @@ class suffix_automaton {
   ngram_vector<edge> edges_;
   ngram_vector<slot> slots_;
   std::size_t mask_ = 0;
+  ngram_vector<root_slot> root_slots_;     // the root's transitions, load <= 1/2
+  std::vector<std::uint32_t> root_tokens_;  // their tokens in the order they were added
   path_paint_forest forest_;
   std::uint32_t last_ = root;
 };
