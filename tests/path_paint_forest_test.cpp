@@ -6,17 +6,18 @@
 
 #include "support/lcg.hpp"
 
-using specdec::detail::path_paint_forest;
+using forest = specdec::detail::path_paint_forest<>;
+using specdec::detail::path_values;
 using specdec::test::lcg;
 
 namespace {
 
-constexpr std::uint32_t nil = path_paint_forest::nil;
+constexpr std::uint32_t nil = forest::nil;
 
 // The forest as parent pointers, painted by walking the path.
 struct brute_forest {
   std::vector<std::uint32_t> parent, last, count;
-  std::uint32_t add(path_paint_forest::values v) {
+  std::uint32_t add(path_values v) {
     parent.push_back(nil);
     last.push_back(v.last);
     count.push_back(v.count);
@@ -41,7 +42,7 @@ TEST_CASE("path_paint_forest: paints, reads, cuts and links agree with walking t
   std::size_t reads = 0;
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
     lcg g{seed};
-    path_paint_forest f;
+    forest f;
     brute_forest b;
     f.add({nil, 0});
     b.add({nil, 0});
@@ -60,7 +61,8 @@ TEST_CASE("path_paint_forest: paints, reads, cuts and links agree with walking t
         b.parent[x] = p;
       } else if (op < 5) {  // paint (values not necessarily increasing on odd seeds)
         const auto x = static_cast<std::uint32_t>(g.below(n));
-        const std::uint32_t v = seed % 2 ? static_cast<std::uint32_t>(g.below(1000)) : paint_value++;
+        const std::uint32_t v =
+            seed % 2 ? static_cast<std::uint32_t>(g.below(1000)) : paint_value++;
         f.paint(x, v);
         b.paint(x, v);
       } else if (op < 8) {  // read

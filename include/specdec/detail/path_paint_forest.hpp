@@ -10,6 +10,15 @@
 
 namespace specdec::detail {
 
+/// What path_paint_forest keeps per node: the latest painted value (or nil) and the paint count.
+struct path_values {
+  std::uint32_t last;
+  std::uint32_t count;
+};
+
+/// No payload: a path_paint_forest<> node is 20 bytes.
+struct no_payload {};
+
 /**
  * A rooted forest over node ids 0, 1, 2, ... in which every node carries (last, count), and
  * paint(x, v) sets last = v and adds 1 to count on every node of the path from x's root to x.
@@ -29,16 +38,16 @@ namespace specdec::detail {
  * - last is the same on every node of one splay tree, and is kept at its root only. Paths are
  *   joined only by the access that precedes a paint, which then gives the joined path one value;
  *   splits (a path cut in two by an access or by `cut`) keep each part uniform.
- * 20 bytes per node. Not thread-safe, reads included (they splay).
+ * Each node also holds a `Payload` for the user, next to the forest's 20 bytes: the suffix
+ * automaton keeps its states there, so that the walks over suffix links, its own and the
+ * paint's, load one cache line per state instead of two.
+ * Not thread-safe, reads included (they splay).
  */
+template <class Payload = no_payload>
 class path_paint_forest {
  public:
   static constexpr std::uint32_t nil = std::numeric_limits<std::uint32_t>::max();
-
-  struct values {
-    std::uint32_t last;   ///< latest painted value, or nil
-    std::uint32_t count;  ///< number of paints
-  };
+  using values = path_values;
 
   void clear() noexcept { nodes_.clear(); }
   void reserve(std::size_t n) { nodes_.reserve(n); }
@@ -46,11 +55,15 @@ class path_paint_forest {
   /// Bytes held (capacity).
   std::size_t memory_bytes() const noexcept { return nodes_.capacity() * sizeof(node); }
 
-  /// Adds a node without a parent carrying `v`; returns its id. Amortised O(1).
-  std::uint32_t add(values v) {
-    nodes_.push_back(node{{nil, nil}, nil, v.count, v.last});
+  /// Adds a node without a parent carrying `v` and `payload`; returns its id. Amortised O(1).
+  std::uint32_t add(values v, const Payload& payload = {}) {
+    nodes_.push_back(node{{nil, nil}, nil, v.count, v.last, payload});
     return static_cast<std::uint32_t>(nodes_.size() - 1);
   }
+
+  /// The payload of node x.
+  Payload& payload(std::uint32_t x) noexcept { return nodes_[x].payload; }
+  const Payload& payload(std::uint32_t x) const noexcept { return nodes_[x].payload; }
 
   /// Makes `parent` the parent of `x`, which must have no parent (a fresh node or one just cut).
   void link(std::uint32_t x, std::uint32_t parent) noexcept { nodes_[x].parent = parent; }
@@ -105,6 +118,7 @@ class path_paint_forest {
     std::uint32_t parent;
     std::uint32_t count;  // splay root: the count; else the count minus the splay parent's
     std::uint32_t last;   // valid at a splay root only
+    [[no_unique_address]] Payload payload;
   };
 
   bool is_splay_root(std::uint32_t x) const noexcept {

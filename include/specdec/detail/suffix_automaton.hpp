@@ -33,9 +33,11 @@ namespace specdec::detail {
  * Tokens are opaque 32-bit symbols: any token_id value (negative or beyond a vocabulary
  * included) is indexed like any other.
  *
- * Memory: per state 24 bytes (with its first transition) + 20 (forest); per further transition
- * 12 bytes + a 12-byte hash slot at load <= 1/2, except the root's: 4 bytes + an 8-byte slot at
- * load <= 1/2 per distinct token; plus 4 bytes per token for the copy of the stream.
+ * Memory: per state one 44-byte record, its 24 bytes (with its first transition) held in the
+ * forest's node (20 bytes), so that a walk up the suffix links loads one line per state; per
+ * further transition 12 bytes + a 12-byte hash slot at load <= 1/2, except the root's: 4 bytes
+ * + an 8-byte slot at load <= 1/2 per distinct token; plus 4 bytes per token for the copy of
+ * the stream.
  * Not thread-safe (reads splay).
  */
 class suffix_automaton {
@@ -48,7 +50,6 @@ class suffix_automaton {
   /// Forgets the stream; keeps capacity. O(capacity of the transition table).
   void clear() {
     tokens_.clear();
-    states_.clear();
     edges_.clear();
     forest_.clear();
     if (slots_.size() < initial_slots)
@@ -61,8 +62,7 @@ class suffix_automaton {
       root_slots_.assign(initial_slots, root_slot{0, none});
     else
       std::fill(root_slots_.begin(), root_slots_.end(), root_slot{0, none});
-    states_.push_back(state{0, none, none, 0, none, none});
-    forest_.add({path_paint_forest::nil, 0});
+    forest_.add({forest::nil, 0}, state{0, none, none, 0, none, none});
     last_ = root;
   }
 
@@ -71,7 +71,6 @@ class suffix_automaton {
   /// root's table, which grows with the number of distinct tokens (O(vocabulary) in all).
   void reserve(std::size_t n) {
     tokens_.reserve(n);
-    states_.reserve(2 * n + 1);
     forest_.reserve(2 * n + 1);
     edges_.reserve(2 * n);
     std::size_t capacity = slots_.size();
@@ -81,12 +80,12 @@ class suffix_automaton {
 
   std::size_t size() const noexcept { return tokens_.size(); }
   std::span<const token_id> tokens() const noexcept { return tokens_; }
-  std::size_t state_count() const noexcept { return states_.size(); }
+  std::size_t state_count() const noexcept { return forest_.size(); }
   std::size_t transition_count() const noexcept { return edges_.size(); }
   /// Bytes held (capacity), for the memory figures in docs/ngram.md.
   std::size_t memory_bytes() const noexcept {
-    return tokens_.capacity() * sizeof(token_id) + states_.capacity() * sizeof(state) +
-           forest_.memory_bytes() + edges_.capacity() * sizeof(edge) + slots_.size() * sizeof(slot) +
+    return tokens_.capacity() * sizeof(token_id) + forest_.memory_bytes() +
+           edges_.capacity() * sizeof(edge) + slots_.size() * sizeof(slot) +
            root_slots_.size() * sizeof(root_slot) + root_tokens_.capacity() * sizeof(std::uint32_t);
   }
 
@@ -96,16 +95,16 @@ class suffix_automaton {
   }
 
   /// State of the longest suffix of the stream with an earlier end position (root: none).
-  std::uint32_t match() const noexcept { return tokens_.empty() ? root : states_[last_].link; }
+  std::uint32_t match() const noexcept { return tokens_.empty() ? root : state_at(last_).link; }
   /// State of the whole stream (its only end position is the last one).
   std::uint32_t whole() const noexcept { return last_; }
-  std::size_t length(std::uint32_t s) const noexcept { return states_[s].length; }
-  std::uint32_t link(std::uint32_t s) const noexcept { return states_[s].link; }
+  std::size_t length(std::uint32_t s) const noexcept { return state_at(s).length; }
+  std::uint32_t link(std::uint32_t s) const noexcept { return state_at(s).link; }
   /// The first end position of s (none for the root). O(1).
-  std::uint32_t first_end(std::uint32_t s) const noexcept { return states_[s].first_end; }
+  std::uint32_t first_end(std::uint32_t s) const noexcept { return state_at(s).first_end; }
 
   /// Latest end position of s before the last position, and their number.
-  path_paint_forest::values stats(std::uint32_t s) noexcept { return forest_.read(s); }
+  path_values stats(std::uint32_t s) noexcept { return forest_.read(s); }
 
   /// The state reached from s by `t`, or none. O(1) expected.
   std::uint32_t next(std::uint32_t s, token_id t) const noexcept {
@@ -123,8 +122,9 @@ class suffix_automaton {
       }
       return;
     }
-    if (states_[s].target0 != none) f(static_cast<token_id>(states_[s].token0), states_[s].target0);
-    for (std::uint32_t e = states_[s].first_edge; e != none; e = edges_[e].next)
+    const state& st = state_at(s);
+    if (st.target0 != none) f(static_cast<token_id>(st.token0), st.target0);
+    for (std::uint32_t e = st.first_edge; e != none; e = edges_[e].next)
       f(static_cast<token_id>(edges_[e].token), edges_[e].target);
   }
 
@@ -167,7 +167,7 @@ class suffix_automaton {
   // The target field of the transition (from, token), or nullptr; valid until the next add_edge.
   const std::uint32_t* find(std::uint32_t from, std::uint32_t token) const noexcept {
     if (from == root) return find_root(token);
-    const state& st = states_[from];
+    const state& st = state_at(from);
     if (st.target0 == none) return nullptr;
     if (st.token0 == token) return &st.target0;
     if (st.first_edge == none) return nullptr;
@@ -191,7 +191,7 @@ class suffix_automaton {
 
   void add_edge(std::uint32_t from, std::uint32_t token, std::uint32_t target) {
     if (from == root) return add_root_edge(token, target);
-    state& st = states_[from];
+    state& st = state_at(from);
     if (st.target0 == none) {
       st.token0 = token;
       st.target0 = target;
@@ -199,8 +199,8 @@ class suffix_automaton {
     }
     if (2 * (edges_.size() + 1) > slots_.size()) rehash(slots_.size() * 2);
     const auto e = static_cast<std::uint32_t>(edges_.size());
-    edges_.push_back(edge{token, target, states_[from].first_edge});
-    states_[from].first_edge = e;
+    edges_.push_back(edge{token, target, state_at(from).first_edge});
+    state_at(from).first_edge = e;
     std::size_t i = hash(from, token) & mask_;
     while (slots_[i].from != none) i = (i + 1) & mask_;
     slots_[i] = slot{from, token, e};
@@ -235,11 +235,8 @@ class suffix_automaton {
     }
   }
 
-  std::uint32_t new_state(std::uint32_t length, std::uint32_t first_end,
-                          path_paint_forest::values v) {
-    states_.push_back(state{length, none, first_end, 0, none, none});
-    forest_.add(v);
-    return static_cast<std::uint32_t>(states_.size() - 1);
+  std::uint32_t new_state(std::uint32_t length, std::uint32_t first_end, path_values v) {
+    return forest_.add(v, state{length, none, first_end, 0, none, none});
   }
 
   // The textbook online construction; the forest mirrors every suffix-link change.
@@ -247,53 +244,55 @@ class suffix_automaton {
     const auto i = static_cast<std::uint32_t>(tokens_.size());
     tokens_.push_back(static_cast<token_id>(c));
     const std::uint32_t previous = last_;
-    const std::uint32_t cur =
-        new_state(states_[previous].length + 1, i, {path_paint_forest::nil, 0});
+    const std::uint32_t cur = new_state(state_at(previous).length + 1, i, {forest::nil, 0});
     std::uint32_t p = previous;
     while (p != none && find(p, c) == nullptr) {
       add_edge(p, c, cur);
-      p = states_[p].link;
+      p = state_at(p).link;
     }
     if (p == none) {
-      states_[cur].link = root;
+      state_at(cur).link = root;
     } else {
       const std::uint32_t q = *find(p, c);
-      if (states_[p].length + 1 == states_[q].length) {
-        states_[cur].link = q;
+      if (state_at(p).length + 1 == state_at(q).length) {
+        state_at(cur).link = q;
       } else {
         const std::uint32_t clone =
-            new_state(states_[p].length + 1, states_[q].first_end, forest_.read(q));
-        add_edge(clone, states_[q].token0, states_[q].target0);  // q has transitions: p -> q
-        for (std::uint32_t e = states_[q].first_edge; e != none; e = edges_[e].next)
+            new_state(state_at(p).length + 1, state_at(q).first_end, forest_.read(q));
+        add_edge(clone, state_at(q).token0, state_at(q).target0);  // q has transitions: p -> q
+        for (std::uint32_t e = state_at(q).first_edge; e != none; e = edges_[e].next)
           add_edge(clone, edges_[e].token, edges_[e].target);
-        const std::uint32_t above = states_[q].link;
-        states_[clone].link = above;
+        const std::uint32_t above = state_at(q).link;
+        state_at(clone).link = above;
         forest_.link(clone, above);
         forest_.cut(q);
         forest_.link(q, clone);
-        states_[q].link = clone;
-        states_[cur].link = clone;
-        for (; p != none; p = states_[p].link) {
+        state_at(q).link = clone;
+        state_at(cur).link = clone;
+        for (; p != none; p = state_at(p).link) {
           std::uint32_t* target = find(p, c);
           if (target == nullptr || *target != q) break;
           *target = clone;
         }
       }
     }
-    forest_.link(cur, states_[cur].link);
+    forest_.link(cur, state_at(cur).link);
     last_ = cur;
     // Position i - 1 joins the statistics now that i exists (stats count positions before n).
     if (i > 0) forest_.paint(previous, i - 1);
   }
 
   ngram_vector<token_id> tokens_;
-  ngram_vector<state> states_;
   ngram_vector<edge> edges_;
   ngram_vector<slot> slots_;
   std::size_t mask_ = 0;
-  ngram_vector<root_slot> root_slots_;     // the root's transitions, load <= 1/2
+  ngram_vector<root_slot> root_slots_;      // the root's transitions, load <= 1/2
   std::vector<std::uint32_t> root_tokens_;  // their tokens in the order they were added
-  path_paint_forest forest_;
+  // The suffix-link tree with the statistics, its nodes holding the states.
+  using forest = path_paint_forest<state>;
+  forest forest_;
+  state& state_at(std::uint32_t s) noexcept { return forest_.payload(s); }
+  const state& state_at(std::uint32_t s) const noexcept { return forest_.payload(s); }
   std::uint32_t last_ = root;
 };
 
