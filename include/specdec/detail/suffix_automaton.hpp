@@ -133,9 +133,9 @@ class suffix_automaton {
 
   // The first transition of a state lives in the state itself (most states have one), the
   // others in edges_ (a list through edge::next) found through the hash table. The root's
-  // transitions (one per distinct token, looked up for most appended tokens) have a small table
-  // of their own, which stays in cache where the shared one, scattered over 100 MB at 1M tokens,
-  // would not.
+  // transitions (one per distinct token, looked up for about every other appended token) have a
+  // small table of their own, which stays in cache where the shared one, scattered over 100 MB
+  // at 1M tokens, would not.
   struct state {
     std::uint32_t length;
     std::uint32_t link;
