@@ -84,26 +84,39 @@ class path_paint_forest {
   }
 
   /// last = v and count += 1 on every node from x's root down to x. O(walk_budget) + amortised
-  /// O(log n): the nodes of the path that are alone in their splay trees are painted directly,
-  /// walking up from x, at most walk_budget of them; the rest of the path, if any, through an
-  /// access. (Suffix-link paths are short on most text, 3-4 states on ngram_bench's stream, and
-  /// consecutive paints share little more than the root: an access would splice nearly every
-  /// edge of the path anew.)
+  /// O(log n): the nodes of the path that are alone in their splay trees, walking up from x, are
+  /// painted directly and the rest of the path, if any, through an access; when more than
+  /// walk_budget of them are alone, the whole path goes through the access instead, which joins
+  /// it into one splay tree for the next paints. (Suffix-link paths are short on most text, 3-4
+  /// states on ngram_bench's stream, and consecutive paints share little more than the root: an
+  /// access would splice nearly every edge of the path anew. On a long run of one token the
+  /// path is as long as the run, and each paint extends the previous one by a node: there the
+  /// joined path is what keeps a paint cheap.)
   void paint(std::uint32_t x, std::uint32_t v) noexcept {
-    for (std::size_t walked = 0; x != nil && walked < walk_budget; ++walked) {
-      node& n = nodes_[x];
-      if (n.child[0] != nil || n.child[1] != nil || !is_splay_root(x)) break;
-      n.count += 1;
-      n.last = v;
-      x = n.parent;  // a node alone in its splay tree: the path-parent is the parent
+    std::uint32_t alone[walk_budget];
+    std::size_t walked = 0;
+    std::uint32_t y = x;
+    for (; y != nil && walked < walk_budget; ++walked) {
+      const node& n = nodes_[y];
+      if (n.child[0] != nil || n.child[1] != nil || !is_splay_root(y)) break;
+      alone[walked] = y;
+      y = n.parent;  // a node alone in its splay tree: the path-parent is the parent
     }
-    if (x == nil) return;
-    access(x);
-    nodes_[x].count += 1;
-    nodes_[x].last = v;
+    if (y != nil && walked == walk_budget) {
+      y = x;  // a long path: all of it by the access
+    } else {
+      for (std::size_t j = 0; j < walked; ++j) {
+        nodes_[alone[j]].count += 1;
+        nodes_[alone[j]].last = v;
+      }
+    }
+    if (y == nil) return;
+    access(y);
+    nodes_[y].count += 1;
+    nodes_[y].last = v;
   }
 
-  /// Most nodes paint() paints directly before it falls back to an access.
+  /// Most nodes paint() paints directly; beyond, the whole path goes through an access.
   static constexpr std::size_t walk_budget = 16;
 
   /// The current values of x. Amortised O(log n) (splays x within its path).
