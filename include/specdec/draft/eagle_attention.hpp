@@ -179,8 +179,10 @@ class eagle_context {
         tokens_.begin());
     end_ = std::min({end_, n, common > 0 ? common - 1 : 0});
     if (end_ <= origin_ || source.hidden(origin_).empty()) origin_ = end_ = 0;  // start again
+    tokens_.resize(end_ > 0 ? end_ + 1 : 0);  // the tokens of the rows kept, equal to held's
     const auto D = static_cast<Eigen::Index>(source.hidden_size());
-    u_.resize(static_cast<Eigen::Index>(n > end_ ? n - end_ : 0), 2 * D);
+    const auto fresh = static_cast<Eigen::Index>(n > end_ ? n - end_ : 0);
+    if (u_.rows() < fresh || u_.cols() != 2 * D) u_.resize(fresh, 2 * D);  // grows only
     Eigen::Index made = 0;
     for (std::size_t p = end_; p < n; ++p) {
       const std::span<const float> h = source.hidden(p);
@@ -204,7 +206,8 @@ class eagle_context {
 
  private:
   // Appends rows [0, made) of u_ as positions end_ .. end_ + made - 1, and records the tokens
-  // the held rows were computed from.
+  // the held rows were computed from (u_ has at least `made` rows; it only grows, so a
+  // proposal allocates nothing once the largest verification has been seen).
   void store(const eagle_attention& a, Eigen::Index made, std::span<const token_id> held) {
     const auto at = static_cast<Eigen::Index>(end_ - origin_), A = a.wq.rows();
     if (made > 0) {
@@ -219,9 +222,10 @@ class eagle_context {
         detail::rotate_heads(keys_.row(at + r).data(), a, end_ + static_cast<std::size_t>(r));
       end_ += static_cast<std::size_t>(made);
     }
-    tokens_.assign(
-        held.begin(),
-        held.begin() + static_cast<std::ptrdiff_t>(end_ > 0 ? std::min(held.size(), end_ + 1) : 0));
+    const std::size_t covered = end_ > 0 ? std::min(held.size(), end_ + 1) : 0;
+    if (tokens_.size() < covered)  // only the new ones: the kept prefix already equals held's
+      tokens_.insert(tokens_.end(), held.begin() + static_cast<std::ptrdiff_t>(tokens_.size()),
+                     held.begin() + static_cast<std::ptrdiff_t>(covered));
   }
 
   std::vector<token_id> tokens_;  // the committed tokens the rows were computed from
