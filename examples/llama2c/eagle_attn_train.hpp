@@ -390,20 +390,7 @@ inline eagle_attn_params<float> train_eagle_attn(
 /// p.heads == 0), the held-out top-1 by depth and the training totals of `report`.
 inline heads_record attn_record(const eagle_attn_params<float>& p, const model& target,
                                 const train_report& report) {
-  heads_record rec;
-  rec.kind = heads_kind::eagle;
-  rec.hidden = target.cfg().dim;
-  rec.vocab = target.cfg().vocab_size;
-  rec.accuracy = row_matrix(1, static_cast<Eigen::Index>(report.top1.size()));
-  for (std::size_t j = 0; j < report.top1.size(); ++j)
-    rec.accuracy(0, static_cast<Eigen::Index>(j)) = report.top1[j];
-  rec.train_tokens = static_cast<std::uint32_t>(report.train_positions);
-  rec.train_seconds = static_cast<float>(report.seconds);
-  rec.eagle.w1 = p.mlp.w1;
-  rec.eagle.b1 = p.mlp.b1.row(0);
-  rec.eagle.w2 = p.mlp.w2;
-  rec.eagle.b2 = p.mlp.b2.row(0);
-  rec.eagle.depth_accuracy = report.top1;
+  heads_record rec = eagle_record(p.mlp, target, report);
   if (p.heads > 0) {
     eagle_attention& a = rec.eagle.attention;
     a.wq = p.wq;

@@ -370,6 +370,27 @@ class held_out_tally {
 };
 }  // namespace detail
 
+/// The heads record of a trained EAGLE-style MLP for `target`: its weights, the held-out top-1
+/// by depth and the training totals of `report` (the attention trainer adds its layer to it).
+inline heads_record eagle_record(const eagle_params<float>& p, const model& target,
+                                 const train_report& report) {
+  heads_record rec;
+  rec.kind = heads_kind::eagle;
+  rec.hidden = target.cfg().dim;
+  rec.vocab = target.cfg().vocab_size;
+  rec.accuracy = row_matrix(1, static_cast<Eigen::Index>(report.top1.size()));
+  for (std::size_t j = 0; j < report.top1.size(); ++j)
+    rec.accuracy(0, static_cast<Eigen::Index>(j)) = report.top1[j];
+  rec.train_tokens = static_cast<std::uint32_t>(report.train_positions);
+  rec.train_seconds = static_cast<float>(report.seconds);
+  rec.eagle.w1 = p.w1;
+  rec.eagle.b1 = p.b1.row(0);
+  rec.eagle.w2 = p.w2;
+  rec.eagle.b2 = p.b2.row(0);
+  rec.eagle.depth_accuracy = report.top1;
+  return rec;
+}
+
 /**
  * Trains heads of `o.kind` for `target` on `corpus` and returns them as a heads file's record
  * (weights, the held-out accuracy table) with `report` filled. Deterministic for a seed when the
@@ -512,20 +533,12 @@ inline heads_record train_heads(const model& target, const std::vector<sequence>
     }
   }
   const row_matrix table = tally.finish(report);
-  rec.accuracy = medusa ? table : row_matrix(table.col(0).transpose());
+  if (!medusa) return eagle_record(ep, target, report);
+  rec.accuracy = table;
   rec.train_tokens = static_cast<std::uint32_t>(report.train_positions);
   rec.train_seconds = static_cast<float>(report.seconds);
-  if (medusa) {
-    for (auto& p : mp)
-      rec.medusa.heads.push_back({p.w, p.b.row(0), p.c});
-    rec.medusa.rank_accuracy = rec.accuracy;
-  } else {
-    rec.eagle.w1 = ep.w1;
-    rec.eagle.b1 = ep.b1.row(0);
-    rec.eagle.w2 = ep.w2;
-    rec.eagle.b2 = ep.b2.row(0);
-    rec.eagle.depth_accuracy = report.top1;
-  }
+  for (auto& p : mp) rec.medusa.heads.push_back({p.w, p.b.row(0), p.c});
+  rec.medusa.rank_accuracy = rec.accuracy;
   return rec;
 }
 
