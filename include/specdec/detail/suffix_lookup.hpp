@@ -239,7 +239,7 @@ class suffix_lookup {
   }
 
   /// The context after appending t to a context c: the longest suffix with an occurrence ending
-  /// at e <= N - 2 (state root when it is shorter than min_length). O(link steps * log n).
+  /// at e <= N - 2 (state root when it is shorter than min_length). O(link steps).
   match_info advance(match_info c, token_id t, std::size_t min_length) {
     const match_info m = with_earlier_end(extend(c, t));
     if (m.state == sam::root || m.length < min_length) return {};
