@@ -13,6 +13,10 @@
 // Inside a tile, R x O accumulators hold packets of partial dot products along `in`, reduced
 // once at the end; the inner step loads O weight packets and R activation packets for R * O
 // fused multiply-adds (up to 6 x 4 with AVX-512's 32 registers: FMA-bound, not load-bound).
+// With AVX2's 16 registers the tiles are 4 x 3, except for 5 or 6 rows: one tile of 6 x 2
+// (blocks of 2 weight rows), so the block is read once instead of by two tiles of 3 + 2 or 3 + 3
+// rows (measured on a 2-core AVX2 host: t(5) -9 to -17%, t(6) -5 to -10%; 6 x 2 tiles for 7
+// rows and more, and 8 x 1 for 7-8, were slower; docs/benchmarks.md).
 //
 // The split over threads: outputs (rows of W) are cut into chunks of whole blocks, and threads
 // take chunks from a shared counter; several matrices with the same input (wq, wk, wv; w1, w3)
@@ -52,6 +56,12 @@ inline constexpr int max_tile_rows = packet_size >= 16 ? 6 : 4;
 // whose accumulators would otherwise be too few to hide the FMA latency.
 inline constexpr int block_outputs = packet_size >= 16 ? 4 : 3;
 inline constexpr int single_row_outputs = 8;
+// With 16 registers, 5 or 6 rows take blocks of 2 outputs: one tile of up to 6 x 2 (12
+// accumulators) reads the block once, where 4 x 3 tiles would read it twice (3 + 2 or 3 + 3 rows).
+inline constexpr int narrow_outputs = 2;
+// The most rows of one tile for blocks of O outputs.
+template <int O>
+inline constexpr int tile_rows_for = packet_size < 16 && O == narrow_outputs ? 6 : max_tile_rows;
 
 // Tells the compiler that p must live in a register here. Without it GCC folds a load into every
 // FMA that uses it (a memory operand per FMA): the same packet loaded O or R times, which made
@@ -125,12 +135,11 @@ inline void dot_tile(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in, cons
 // dot_tile<R, O> for a runtime R in [1, Max].
 template <int Max, int O>
 inline void tile_rows(int rows, const float* x, std::ptrdiff_t ldx, std::ptrdiff_t in,
-                      const float* w, float* y, std::ptrdiff_t ldy, bool add,
-                      std::ptrdiff_t ahead, prefetch_share share) {
+                      const float* w, float* y, std::ptrdiff_t ldy, bool add, std::ptrdiff_t ahead,
+                      prefetch_share share) {
   if constexpr (Max >= 1) {
     if (rows == Max) {
-      if (ahead != 0)
-        return dot_tile<Max, O, true>(x, ldx, in, w, y, ldy, add, ahead, share);
+      if (ahead != 0) return dot_tile<Max, O, true>(x, ldx, in, w, y, ldy, add, ahead, share);
       return dot_tile<Max, O, false>(x, ldx, in, w, y, ldy, add, 0, share);
     }
     tile_rows<Max - 1, O>(rows, x, ldx, in, w, y, ldy, add, ahead, share);
@@ -144,13 +153,14 @@ template <int O>
 inline void block_all_rows(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n, std::ptrdiff_t in,
                            const float* w, float* y, std::ptrdiff_t ldy, bool add,
                            std::ptrdiff_t ahead) {
-  const std::ptrdiff_t tiles = (n + max_tile_rows - 1) / max_tile_rows;
+  constexpr int max_rows = tile_rows_for<O>;
+  const std::ptrdiff_t tiles = (n + max_rows - 1) / max_rows;
   const int shift = std::bit_width(static_cast<std::size_t>(tiles)) - 1;  // floor(log2 tiles)
   std::ptrdiff_t r = 0;
   for (std::ptrdiff_t t = 0; t < tiles; ++t) {
     const auto rows = static_cast<int>((n - r) / (tiles - t));
-    tile_rows<max_tile_rows, O>(rows, x + r * ldx, ldx, in, w, y + r * ldy, ldy, add,
-                                ahead, prefetch_share{in * t / tiles, shift});
+    tile_rows<max_rows, O>(rows, x + r * ldx, ldx, in, w, y + r * ldy, ldy, add, ahead,
+                           prefetch_share{in * t / tiles, shift});
     r += rows;
   }
 }
@@ -187,7 +197,8 @@ namespace detail {
 /// accumulators (the latency of the FMAs and of the memory stream need about 8 and more
 /// independent streams), fewer as the tile grows (the 32 registers hold R x O accumulators).
 inline constexpr int outputs_per_block(std::ptrdiff_t n) {
-  if (packet_size < 16) return n == 1 ? single_row_outputs : block_outputs;
+  if (packet_size < 16)
+    return n == 1 ? single_row_outputs : n == 5 || n == 6 ? narrow_outputs : block_outputs;
   return n <= 2 ? 8 : n <= 4 ? 6 : block_outputs;
 }
 
@@ -201,6 +212,8 @@ inline void matmul_range(const float* x, std::ptrdiff_t ldx, std::ptrdiff_t n, s
       return detail::blocks<8>(x, ldx, n, in, t, begin, end);
     case 6:
       return detail::blocks<6>(x, ldx, n, in, t, begin, end);
+    case 2:
+      return detail::blocks<2>(x, ldx, n, in, t, begin, end);
     default:
       return detail::blocks<detail::block_outputs>(x, ldx, n, in, t, begin, end);
   }
