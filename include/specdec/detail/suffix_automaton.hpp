@@ -3,12 +3,12 @@
 // behind ngram_drafter (max_ngram = 0).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <span>
 #include <utility>
-#include <vector>
 
 #include "specdec/detail/ngram_index.hpp"  // ngram_vector: huge-page-advised storage
 #include "specdec/detail/path_paint_forest.hpp"
@@ -35,8 +35,8 @@ namespace specdec::detail {
  *
  * Memory: per state one 44-byte record, its 24 bytes (with its first transition) held in the
  * forest's node (20 bytes), so that a walk up the suffix links loads one line per state; per
- * further transition 12 bytes + a 12-byte hash slot at load <= 1/2, except the root's: 4 bytes
- * + an 8-byte slot at load <= 1/2 per distinct token; plus 4 bytes per token for the copy of
+ * further transition 12 bytes + a 12-byte hash slot at load <= 1/2, except the root's: an
+ * 8-byte slot at load <= 1/2 per distinct token; plus 4 bytes per token for the copy of
  * the stream.
  * Not thread-safe (reads splay).
  */
@@ -52,16 +52,10 @@ class suffix_automaton {
     tokens_.clear();
     edges_.clear();
     forest_.clear();
-    if (slots_.size() < initial_slots)
-      slots_.assign(initial_slots, slot{none, 0, 0});
-    else
-      std::fill(slots_.begin(), slots_.end(), slot{none, 0, 0});
+    empty_table(slots_, slot{none, 0, 0});
     mask_ = slots_.size() - 1;
-    root_tokens_.clear();
-    if (root_slots_.size() < initial_slots)
-      root_slots_.assign(initial_slots, root_slot{0, none});
-    else
-      std::fill(root_slots_.begin(), root_slots_.end(), root_slot{0, none});
+    empty_table(root_slots_, root_slot{0, none});
+    root_edges_ = 0;
     forest_.add({forest::nil, 0}, state{0, none, none, 0, none, none});
     last_ = root;
   }
@@ -86,7 +80,7 @@ class suffix_automaton {
   std::size_t memory_bytes() const noexcept {
     return tokens_.capacity() * sizeof(token_id) + forest_.memory_bytes() +
            edges_.capacity() * sizeof(edge) + slots_.size() * sizeof(slot) +
-           root_slots_.size() * sizeof(root_slot) + root_tokens_.capacity() * sizeof(std::uint32_t);
+           root_slots_.size() * sizeof(root_slot);
   }
 
   /// Appends tokens. Amortised O(1) per token for the automaton plus O(log n) for the forest.
@@ -112,14 +106,13 @@ class suffix_automaton {
     return target == nullptr ? none : *target;
   }
 
-  /// Calls f(token, state) for every transition out of s. O(out-degree).
+  /// Calls f(token, state) for every transition out of s, in no particular order. O(out-degree)
+  /// (the root: O(its table), at most 4x its out-degree).
   template <class F>
   void for_each_child(std::uint32_t s, F&& f) const {
-    if (s == root) {  // the order of the lists below: the first, then the newest first
-      for (std::size_t j = 0; j < root_tokens_.size(); ++j) {
-        const std::uint32_t t = root_tokens_[j == 0 ? 0 : root_tokens_.size() - j];
-        f(static_cast<token_id>(t), *find_root(t));
-      }
+    if (s == root) {
+      for (const root_slot& r : root_slots_)
+        if (r.target != none) f(static_cast<token_id>(r.token), r.target);
       return;
     }
     const state& st = state_at(s);
@@ -207,13 +200,13 @@ class suffix_automaton {
   }
 
   void add_root_edge(std::uint32_t token, std::uint32_t target) {
-    if (2 * (root_tokens_.size() + 1) > root_slots_.size()) {
+    if (2 * (root_edges_ + 1) > root_slots_.size()) {
       ngram_vector<root_slot> fresh(root_slots_.size() * 2, root_slot{0, none});
       fresh.swap(root_slots_);
       for (const root_slot& s : fresh)
         if (s.target != none) place_root(s);
     }
-    root_tokens_.push_back(token);
+    ++root_edges_;
     place_root(root_slot{token, target});
   }
   void place_root(root_slot s) noexcept {
@@ -221,6 +214,15 @@ class suffix_automaton {
     std::size_t i = hash(root, s.token) & mask;
     while (root_slots_[i].target != none) i = (i + 1) & mask;
     root_slots_[i] = s;
+  }
+
+  // Makes `table` hold at least initial_slots slots, all `empty`; keeps a larger capacity.
+  template <class Slot>
+  static void empty_table(ngram_vector<Slot>& table, const Slot& empty) {
+    if (table.size() < initial_slots)
+      table.assign(initial_slots, empty);
+    else
+      std::fill(table.begin(), table.end(), empty);
   }
 
   void rehash(std::size_t capacity) {
@@ -286,8 +288,8 @@ class suffix_automaton {
   ngram_vector<edge> edges_;
   ngram_vector<slot> slots_;
   std::size_t mask_ = 0;
-  ngram_vector<root_slot> root_slots_;      // the root's transitions, load <= 1/2
-  std::vector<std::uint32_t> root_tokens_;  // their tokens in the order they were added
+  ngram_vector<root_slot> root_slots_;  // the root's transitions, load <= 1/2
+  std::size_t root_edges_ = 0;          // how many
   // The suffix-link tree with the statistics, its nodes holding the states.
   using forest = path_paint_forest<state>;
   forest forest_;
