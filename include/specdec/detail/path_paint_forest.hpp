@@ -146,10 +146,10 @@ class path_paint_forest {
     node& ny = nodes_[y];
     const std::uint32_t z = ny.parent;
     const int dx = ny.child[1] == x ? 1 : 0;
-    if (z != nil && (nodes_[z].child[0] == y || nodes_[z].child[1] == y))
-      nodes_[z].child[nodes_[z].child[1] == y ? 1 : 0] = x;
+    if (is_splay_root(y))
+      nx.last = ny.last;
     else
-      nx.last = ny.last;  // y was the splay root
+      nodes_[z].child[nodes_[z].child[1] == y ? 1 : 0] = x;
     nx.parent = z;
     const std::uint32_t moved = nx.child[1 - dx];
     ny.child[dx] = moved;
