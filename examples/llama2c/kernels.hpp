@@ -13,7 +13,7 @@
 // Inside a tile, R x O accumulators hold packets of partial dot products along `in`, reduced
 // once at the end; the inner step loads O weight packets and R activation packets for R * O
 // fused multiply-adds (up to 6 x 4 with AVX-512's 32 registers: FMA-bound, not load-bound).
-// With AVX2's 16 registers the tiles are 4 x 3, except for 5 or 6 rows: one tile of 6 x 2
+// With 16 registers (AVX2, SSE2) the tiles are 4 x 3, except for 5 or 6 rows: one tile of 6 x 2
 // (blocks of 2 weight rows), so the block is read once instead of by two tiles of 3 + 2 or 3 + 3
 // rows (measured on a 2-core AVX2 host: t(5) -9 to -17%, t(6) -5 to -10%; 6 x 2 tiles for 7
 // rows and more, and 8 x 1 for 7-8, were slower; docs/benchmarks.md).
@@ -50,8 +50,8 @@ namespace detail {
 
 using packet = Eigen::internal::packet_traits<float>::type;
 inline constexpr std::ptrdiff_t packet_size = Eigen::internal::packet_traits<float>::size;
-// Rows of a tile: up to 6 x 4 accumulators with AVX-512's 32 registers, 4 x 3 with 16.
-inline constexpr int max_tile_rows = packet_size >= 16 ? 6 : 4;
+// Vector registers: 32 with AVX-512, 16 otherwise (AVX2, SSE2).
+inline constexpr int vector_registers = packet_size >= 16 ? 32 : 16;
 // Outputs of a block: 4 (3 with 16 registers) when several rows share it; 8 for a single row,
 // whose accumulators would otherwise be too few to hide the FMA latency.
 inline constexpr int block_outputs = packet_size >= 16 ? 4 : 3;
@@ -59,9 +59,12 @@ inline constexpr int single_row_outputs = 8;
 // With 16 registers, 5 or 6 rows take blocks of 2 outputs: one tile of up to 6 x 2 (12
 // accumulators) reads the block once, where 4 x 3 tiles would read it twice (3 + 2 or 3 + 3 rows).
 inline constexpr int narrow_outputs = 2;
-// The most rows of one tile for blocks of O outputs.
+// The most rows of a tile of O outputs: as many as the registers hold with their R x O
+// accumulators, O weight packets and one activation packet, at most 6 (6 x 4 with AVX-512, 4 x 3
+// and 6 x 2 with 16 registers).
 template <int O>
-inline constexpr int tile_rows_for = packet_size < 16 && O == narrow_outputs ? 6 : max_tile_rows;
+inline constexpr int tile_rows_for = std::clamp((vector_registers - O - 1) / O, 1, 6);
+static_assert(tile_rows_for<block_outputs> == (packet_size >= 16 ? 6 : 4));
 
 // Tells the compiler that p must live in a register here. Without it GCC folds a load into every
 // FMA that uses it (a memory operand per FMA): the same packet loaded O or R times, which made
