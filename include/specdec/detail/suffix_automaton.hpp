@@ -35,9 +35,9 @@ namespace specdec::detail {
  *
  * Memory: per state one 44-byte record, its 24 bytes (with its first transition) held in the
  * forest's node (20 bytes), so that a walk up the suffix links loads one line per state; per
- * further transition 12 bytes + a 12-byte hash slot at load <= 1/2, except the root's: an
- * 8-byte slot at load <= 1/2 per distinct token; plus 4 bytes per token for the copy of
- * the stream.
+ * further transition a 16-byte hash slot at load <= 1/2, which is the transition itself (a
+ * lookup that finds it reads nothing else), except the root's: an 8-byte slot at load <= 1/2
+ * per distinct token; plus 4 bytes per token for the copy of the stream.
  * Not thread-safe (reads splay).
  */
 class suffix_automaton {
@@ -50,9 +50,9 @@ class suffix_automaton {
   /// Forgets the stream; keeps capacity. O(capacity of the transition table).
   void clear() {
     tokens_.clear();
-    edges_.clear();
+    edges_ = 0;
     forest_.clear();
-    empty_table(slots_, slot{none, 0, 0});
+    empty_table(slots_, slot{none, 0, 0, none});
     mask_ = slots_.size() - 1;
     empty_table(root_slots_, root_slot{0, none});
     root_edges_ = 0;
@@ -66,7 +66,6 @@ class suffix_automaton {
   void reserve(std::size_t n) {
     tokens_.reserve(n);
     forest_.reserve(2 * n + 1);
-    edges_.reserve(2 * n);
     std::size_t capacity = slots_.size();
     while (capacity < 4 * n) capacity *= 2;
     if (capacity > slots_.size()) rehash(capacity);
@@ -75,12 +74,12 @@ class suffix_automaton {
   std::size_t size() const noexcept { return tokens_.size(); }
   std::span<const token_id> tokens() const noexcept { return tokens_; }
   std::size_t state_count() const noexcept { return forest_.size(); }
-  std::size_t transition_count() const noexcept { return edges_.size(); }
+  /// Transitions outside the states' records (the root's and the states' first ones excluded).
+  std::size_t transition_count() const noexcept { return edges_; }
   /// Bytes held (capacity), for the memory figures in docs/ngram.md.
   std::size_t memory_bytes() const noexcept {
     return tokens_.capacity() * sizeof(token_id) + forest_.memory_bytes() +
-           edges_.capacity() * sizeof(edge) + slots_.size() * sizeof(slot) +
-           root_slots_.size() * sizeof(root_slot);
+           slots_.size() * sizeof(slot) + root_slots_.size() * sizeof(root_slot);
   }
 
   /// Appends tokens. Amortised O(1) per token for the automaton plus O(log n) for the forest.
@@ -117,15 +116,16 @@ class suffix_automaton {
     }
     const state& st = state_at(s);
     if (st.target0 != none) f(static_cast<token_id>(st.token0), st.target0);
-    for (std::uint32_t e = st.first_edge; e != none; e = edges_[e].next)
-      f(static_cast<token_id>(edges_[e].token), edges_[e].target);
+    for (std::uint32_t e = st.first_edge; e != none; e = slots_[e].next)
+      f(static_cast<token_id>(slots_[e].token), slots_[e].target);
   }
 
  private:
   static constexpr std::size_t initial_slots = 64;
 
   // The first transition of a state lives in the state itself (most states have one), the
-  // others in edges_ (a list through edge::next) found through the hash table. The root's
+  // others in the slots of the hash table, where a lookup finds them, each state's listed
+  // through slot::next (for_each_child, and the copy into a clone). The root's
   // transitions (one per distinct token, looked up for about every other appended token) have a
   // small table of their own, which stays in cache where the shared one, scattered over 100 MB
   // at 1M tokens, would not.
@@ -137,13 +137,11 @@ class suffix_automaton {
     std::uint32_t target0;  // its target; none: no transition at all
     std::uint32_t first_edge;
   };
-  struct edge {
-    std::uint32_t token, target, next;
-  };
   struct slot {
     std::uint32_t from;  // none: empty
     std::uint32_t token;
-    std::uint32_t edge;
+    std::uint32_t target;
+    std::uint32_t next;  // the slot of from's next transition, or none
   };
   struct root_slot {
     std::uint32_t token;
@@ -167,7 +165,7 @@ class suffix_automaton {
     for (std::size_t i = hash(from, token) & mask_;; i = (i + 1) & mask_) {
       const slot& s = slots_[i];
       if (s.from == none) return nullptr;
-      if (s.from == from && s.token == token) return &edges_[s.edge].target;
+      if (s.from == from && s.token == token) return &s.target;
     }
   }
   std::uint32_t* find(std::uint32_t from, std::uint32_t token) noexcept {
@@ -190,13 +188,27 @@ class suffix_automaton {
       st.target0 = target;
       return;
     }
-    if (2 * (edges_.size() + 1) > slots_.size()) rehash(slots_.size() * 2);
-    const auto e = static_cast<std::uint32_t>(edges_.size());
-    edges_.push_back(edge{token, target, state_at(from).first_edge});
-    state_at(from).first_edge = e;
-    std::size_t i = hash(from, token) & mask_;
+    make_room(1);
+    place(slot{from, token, target, none});
+  }
+
+  // Grows the table, if needed, so that `more` transitions fit at load <= 1/2.
+  void make_room(std::size_t more) {
+    std::size_t capacity = slots_.size();
+    while (2 * (edges_ + more) > capacity) capacity *= 2;
+    if (capacity > slots_.size()) rehash(capacity);
+  }
+
+  // Puts s, a transition of s.from, in the table and at the head of s.from's list; the table
+  // has room for it.
+  void place(slot s) noexcept {
+    state& st = state_at(s.from);
+    std::size_t i = hash(s.from, s.token) & mask_;
     while (slots_[i].from != none) i = (i + 1) & mask_;
-    slots_[i] = slot{from, token, e};
+    s.next = st.first_edge;
+    slots_[i] = s;
+    st.first_edge = static_cast<std::uint32_t>(i);
+    ++edges_;
   }
 
   void add_root_edge(std::uint32_t token, std::uint32_t target) {
@@ -225,16 +237,16 @@ class suffix_automaton {
       std::fill(table.begin(), table.end(), empty);
   }
 
+  // Moves every transition to a table of `capacity` slots, each state's list rebuilt (in
+  // another order, which nobody depends on).
   void rehash(std::size_t capacity) {
-    ngram_vector<slot> fresh(capacity, slot{none, 0, 0});
-    fresh.swap(slots_);
+    ngram_vector<slot> old(capacity, slot{none, 0, 0, none});
+    old.swap(slots_);
     mask_ = capacity - 1;
-    for (const slot& s : fresh) {
-      if (s.from == none) continue;
-      std::size_t i = hash(s.from, s.token) & mask_;
-      while (slots_[i].from != none) i = (i + 1) & mask_;
-      slots_[i] = s;
-    }
+    for (std::uint32_t s = 0; s < forest_.size(); ++s) state_at(s).first_edge = none;
+    edges_ = 0;
+    for (const slot& s : old)
+      if (s.from != none) place(s);
   }
 
   std::uint32_t new_state(std::uint32_t length, std::uint32_t first_end, path_values v) {
@@ -262,8 +274,11 @@ class suffix_automaton {
         const std::uint32_t clone =
             new_state(state_at(p).length + 1, state_at(q).first_end, forest_.read(q));
         add_edge(clone, state_at(q).token0, state_at(q).target0);  // q has transitions: p -> q
-        for (std::uint32_t e = state_at(q).first_edge; e != none; e = edges_[e].next)
-          add_edge(clone, edges_[e].token, edges_[e].target);
+        std::size_t more = 0;  // room first: a rehash would move q's list under the loop
+        for (std::uint32_t e = state_at(q).first_edge; e != none; e = slots_[e].next) ++more;
+        make_room(more);
+        for (std::uint32_t e = state_at(q).first_edge; e != none; e = slots_[e].next)
+          place(slot{clone, slots_[e].token, slots_[e].target, none});
         const std::uint32_t above = state_at(q).link;
         state_at(clone).link = above;
         forest_.link(clone, above);
@@ -285,8 +300,8 @@ class suffix_automaton {
   }
 
   ngram_vector<token_id> tokens_;
-  ngram_vector<edge> edges_;
-  ngram_vector<slot> slots_;
+  ngram_vector<slot> slots_;  // the transitions outside the states, load <= 1/2
+  std::size_t edges_ = 0;     // how many
   std::size_t mask_ = 0;
   ngram_vector<root_slot> root_slots_;  // the root's transitions, load <= 1/2
   std::size_t root_edges_ = 0;          // how many
