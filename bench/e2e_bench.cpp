@@ -1,5 +1,6 @@
 // bench/e2e_bench.cpp - end-to-end speculative decoding on the real aidreams260K checkpoint:
-// plain decoding vs the layer-skip draft (L = 1, 2, 3) vs prompt lookup (n-gram), at greedy and
+// plain decoding vs the layer-skip draft (L = 1, 2, 3) vs prompt lookup (n-gram: the former
+// 2..4-gram defaults and today's, unbounded with min_ngram 1), at greedy and
 // temperature 1, K in {2, 4, 8}, over 8 fixed prompts (4 free, 4 that quote text to continue).
 //
 // A plain program that prints markdown tables (not a Google Benchmark binary: one row needs a
@@ -61,11 +62,14 @@ int main(int argc, char** argv) {
   l2::layer_skip_draft d1(target, 1), d2(target, 2), d3(target, 3);
   specdec::model_drafter m1(d1), m2(d2), m3(d3);
   specdec::no_drafter none;
+  // Prompt lookup with the former defaults (2..4-grams) and with today's (unbounded, min 1).
   const auto lookup_options = [](std::size_t k) {
     return specdec::ngram_options{.min_ngram = 2, .max_ngram = 4, .max_draft = k};
   };
   specdec::ngram_drafter lookup2(lookup_options(2)), lookup4(lookup_options(4)),
       lookup8(lookup_options(8));
+  specdec::ngram_drafter unbounded2({.max_draft = 2}), unbounded4({.max_draft = 4}),
+      unbounded8({.max_draft = 8});
 
   std::vector<config> configs;
   configs.push_back({"plain", 0, chains(none, 0)});
@@ -74,9 +78,12 @@ int main(int argc, char** argv) {
     configs.push_back({"layers:2", k, chains(m2, k)});
     configs.push_back({"layers:3", k, chains(m3, k)});
   }
-  configs.push_back({"ngram", 2, chains(lookup2, 2)});
-  configs.push_back({"ngram", 4, chains(lookup4, 4)});
-  configs.push_back({"ngram", 8, chains(lookup8, 8)});
+  configs.push_back({"ngram 2..4", 2, chains(lookup2, 2)});
+  configs.push_back({"ngram 2..4", 4, chains(lookup4, 4)});
+  configs.push_back({"ngram 2..4", 8, chains(lookup8, 8)});
+  configs.push_back({"ngram defaults", 2, chains(unbounded2, 2)});
+  configs.push_back({"ngram defaults", 4, chains(unbounded4, 4)});
+  configs.push_back({"ngram defaults", 8, chains(unbounded8, 8)});
 
   for (float temperature : {0.0f, 1.0f}) {
     const auto runs =

@@ -8,6 +8,9 @@
 // original + "\n\n" + instruction, output = the edited text. Byte set: bench/data/ngram only,
 // one token per byte (as ngram_replay_bench). Subword set: both folders, each text encoded by
 // the Llama 2 tokenizer ($SPECDEC_MODELS_DIR/llama2.tokenizer.bin, no BOS) at start-up.
+// Held-out set: edits a program makes at start-up from the documents in $SPECDEC_HELDOUT_DIR
+// (../shared/seeds: articles and a paper, kept outside the project; tests/support/
+// heldout_edits.hpp), subword tokens, reported apart: the defaults were not tuned on it.
 // A step: the rule proposes K tokens (or a set of candidates, verified as a trie: the longest
 // matching one counts); a perfect target keeps the matching prefix and adds one token.
 // Printed: markdown tables of tokens per step (output tokens / steps) and drafted tokens per
@@ -31,6 +34,11 @@
 #include "bench/support/edit_tasks.hpp"
 #include "bench/support/models.hpp"
 #include "llama2c/tokenizer.hpp"
+#include "tests/support/heldout_edits.hpp"
+
+#ifndef SPECDEC_HELDOUT_DIR
+#error "SPECDEC_HELDOUT_DIR is not defined: bench/CMakeLists.txt defines it"
+#endif
 
 namespace {
 
@@ -256,11 +264,19 @@ int main() {
   const fs::path data = fs::path(__FILE__).parent_path() / "data";
   const auto bytes = sb::load_edit_tasks({data / "ngram"}, sb::byte_tokens);
   const fs::path vocab = sb::models_dir / "llama2.tokenizer.bin";
-  std::vector<task> subword;
+  std::vector<task> subword, heldout;
   if (fs::exists(vocab)) {
     const specdec::llama2c::tokenizer tok(vocab);
-    subword = sb::load_edit_tasks({data / "ngram", data / "ngram_prose"},
-                   [&](const std::string& s) { return tok.encode(s, {.bos = false}); });
+    const auto encode = [&](const std::string& s) { return tok.encode(s, {.bos = false}); };
+    subword = sb::load_edit_tasks({data / "ngram", data / "ngram_prose"}, encode);
+    // Line by line: the tokenizer's merge loop is quadratic in the length of one call.
+    const token_id newline = encode("\n").back();
+    const auto encode_lines = [&](const std::string& s) {
+      return specdec::test::encode_by_line(encode, s, newline);
+    };
+    for (const auto& e : specdec::test::heldout_set(SPECDEC_HELDOUT_DIR))
+      heldout.push_back(
+          {e.name, encode_lines(e.original + "\n\n" + e.instruction), encode_lines(e.edited)});
   } else {
     std::printf("subword set skipped: %s not found (set SPECDEC_MODELS_DIR)\n", vocab.c_str());
   }
@@ -296,8 +312,6 @@ int main() {
     std::fflush(stdout);
   }
   if (subword.empty()) return 0;
-  std::printf(
-      "\nPer task, subword tokens (tokens/step at K = 8 / K = 64):\n\n| task | output tokens |");
   std::vector<std::size_t> shown;  // the former defaults, the defaults, and two alternatives
   for (std::size_t i = 0; i < all.size(); ++i)
     if (all[i].name.starts_with("former defaults") ||
@@ -305,21 +319,48 @@ int main() {
         all[i].name == "unbounded, min 1, most frequent" ||
         all[i].name == "unbounded, min 1, 8 candidates (trie)")
       shown.push_back(i);
-  for (const std::size_t i : shown) std::printf(" %s |", all[i].name.c_str());
-  std::printf("\n|---|---|");
-  for (std::size_t i = 0; i < shown.size(); ++i) std::printf("---|");
-  std::printf("\n");
-  for (const task& t : subword) {
-    std::printf("| %s | %zu |", t.name.c_str(), t.output.size());
-    for (const std::size_t i : shown) {
-      const std::vector<task> one{t};
-      std::printf(" %.2f", run(one, all[i], 8).per_step());
-      if (all[i].chain_only_k8)
-        std::printf(" |");
-      else
-        std::printf(" / %.2f |", run(one, all[i], 64).per_step());
-    }
+  const auto per_task = [&](const std::vector<task>& set) {
+    std::printf("| task | output tokens |");
+    for (const std::size_t i : shown) std::printf(" %s |", all[i].name.c_str());
+    std::printf("\n|---|---|");
+    for (std::size_t i = 0; i < shown.size(); ++i) std::printf("---|");
     std::printf("\n");
+    for (const task& t : set) {
+      std::printf("| %s | %zu |", t.name.c_str(), t.output.size());
+      for (const std::size_t i : shown) {
+        const std::vector<task> one{t};
+        std::printf(" %.2f", run(one, all[i], 8).per_step());
+        if (all[i].chain_only_k8)
+          std::printf(" |");
+        else
+          std::printf(" / %.2f |", run(one, all[i], 64).per_step());
+      }
+      std::printf("\n");
+    }
+  };
+  std::printf("\nPer task, subword tokens (tokens/step at K = 8 / K = 64):\n\n");
+  per_task(subword);
+  if (heldout.empty()) {
+    std::printf("\nheld-out set skipped: no *.txt in %s (set SPECDEC_HELDOUT_DIR)\n",
+                SPECDEC_HELDOUT_DIR);
+    return 0;
   }
+  std::size_t held_out = 0;
+  for (const auto& t : heldout) held_out += t.output.size();
+  std::printf("\nHeld-out set (%s): %zu tasks, %zu output tokens, subword tokens\n\n",
+              SPECDEC_HELDOUT_DIR, heldout.size(), held_out);
+  std::printf("| rule | K=8 | K=64 | K=64 drafted/step |\n|---|---|---|---|\n");
+  for (const row& r : all) {
+    std::printf("| %s | %.2f | ", r.name.c_str(), run(heldout, r, 8).per_step());
+    if (r.chain_only_k8) {
+      std::printf("- | - |\n");
+    } else {
+      const score s = run(heldout, r, 64);
+      std::printf("%.2f | %.1f |\n", s.per_step(), s.drafted_per_step());
+    }
+    std::fflush(stdout);
+  }
+  std::printf("\nPer task, held-out set (tokens/step at K = 8 / K = 64):\n\n");
+  per_task(heldout);
   return 0;
 }
