@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <specdec/draft/ngram_drafter.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -423,4 +424,18 @@ TEST_CASE("ngram_drafter: a history rewritten in the middle without reset") {
     CHECK(d.propose(rewritten, 8) == ref.propose(rewritten, 8));
     CHECK(d.size() == rewritten.size());
   }
+}
+
+TEST_CASE("ngram_drafter: a context beyond the index's limit is refused before any allocation") {
+  // 2^29 tokens for the unbounded index (32-bit state numbers and slots), 2^32 - 3 for the
+  // bounded one: reserve() says so without allocating, and the drafter stays usable.
+  ngram_drafter unbounded;
+  const std::size_t limit = specdec::detail::suffix_automaton::max_tokens;
+  CHECK_THROWS_WITH(unbounded.reserve(limit + 1),
+                    "ngram_drafter: history longer than 2^29 tokens (max_ngram = 0)");
+  ngram_drafter bounded({.min_ngram = 2, .max_ngram = 4});
+  CHECK_THROWS_AS(bounded.reserve(std::size_t{1} << 32), std::length_error);
+  const tokens h = {1, 2, 3, 1, 2};
+  CHECK(unbounded.propose(h, 4) == tokens{3, 1, 2});
+  CHECK(bounded.propose(h, 4) == tokens{3, 1, 2});
 }

@@ -44,6 +44,10 @@ class suffix_automaton {
  public:
   static constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
   static constexpr std::uint32_t root = 0;
+  /// The longest stream it holds: at most 2n states and 2n transitions outside them, in a
+  /// power-of-2 table at load <= 1/2 (at most 2^31 slots), numbered in 32 bits below `none`.
+  /// push() beyond it is undefined; ngram_drafter refuses such histories first.
+  static constexpr std::size_t max_tokens = std::size_t{1} << 29;
 
   suffix_automaton() { clear(); }
 

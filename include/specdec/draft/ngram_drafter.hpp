@@ -51,7 +51,9 @@ namespace specdec {
  * prompt_only.
  * Not thread-safe: one drafter per sequence; distinct drafters are independent (they may share one
  * ngram_cache, which is thread-safe). Contexts are
- * limited to 2^32 - 2 tokens (std::length_error beyond).
+ * limited to 2^29 tokens with the unbounded index (its state numbers and transition slots are
+ * 32-bit) and to 2^32 - 3 with the bounded one (std::length_error beyond, before anything is
+ * indexed).
  */
 class ngram_drafter {
  public:
@@ -198,8 +200,11 @@ class ngram_drafter {
 
   /// Pre-sizes the index for a context of `n` tokens so that growing to n never reallocates or
   /// rehashes (no latency spikes); sized for the worst case of all-distinct n-grams, about
-  /// 32 * max_ngram + 4 * (max_ngram - min_ngram + 2) bytes per token. Survives reset().
+  /// 32 * max_ngram + 4 * (max_ngram - min_ngram + 2) bytes per token (the unbounded index:
+  /// about 155-220). Survives reset(). std::length_error, before allocating, for an n beyond
+  /// the context limit.
   void reserve(std::size_t n) {
+    check_length(n);
     if (unbounded())
       lookup_.reserve(n);
     else
@@ -220,9 +225,11 @@ class ngram_drafter {
  private:
   static constexpr std::uint32_t none = detail::ngram_index::none;
 
-  static void check_length(std::size_t n) {
+  void check_length(std::size_t n) const {
+    if (unbounded() && n > detail::suffix_automaton::max_tokens)
+      throw std::length_error("ngram_drafter: history longer than 2^29 tokens (max_ngram = 0)");
     if (n >= static_cast<std::size_t>(none) - 1)
-      throw std::length_error("ngram_drafter: history longer than 2^32 - 2 tokens");
+      throw std::length_error("ngram_drafter: history longer than 2^32 - 3 tokens");
   }
 
   // Brings the index up to `history`: appends its new tokens, or rebuilds on a mismatch.
