@@ -10,7 +10,7 @@
 #include <specdec/stats.hpp>
 #include <string>
 
-#include "llama2c/cli.hpp"
+#include "llama2c/cli_options.hpp"
 
 namespace specdec::llama2c {
 
