@@ -269,25 +269,30 @@ int main() {
     const specdec::llama2c::tokenizer tok(vocab);
     const auto encode = [&](const std::string& s) { return tok.encode(s, {.bos = false}); };
     subword = sb::load_edit_tasks({data / "ngram", data / "ngram_prose"}, encode);
-    // Line by line: the tokenizer's merge loop is quadratic in the length of one call.
-    const token_id newline = encode("\n").back();
-    const auto encode_lines = [&](const std::string& s) {
-      return specdec::test::encode_by_line(encode, s, newline);
-    };
-    for (const auto& e : specdec::test::heldout_set(SPECDEC_HELDOUT_DIR))
-      heldout.push_back(
-          {e.name, encode_lines(e.original + "\n\n" + e.instruction), encode_lines(e.edited)});
+    heldout = specdec::test::heldout_tasks<task>(SPECDEC_HELDOUT_DIR, encode);
   } else {
     std::printf("subword set skipped: %s not found (set SPECDEC_MODELS_DIR)\n", vocab.c_str());
   }
-  std::size_t sub_out = 0, byte_out = 0;
-  for (const auto& t : subword) sub_out += t.output.size();
-  for (const auto& t : bytes) byte_out += t.output.size();
+  const auto output_tokens = [](const std::vector<task>& set) {
+    std::size_t n = 0;
+    for (const auto& t : set) n += t.output.size();
+    return n;
+  };
   std::printf(
       "byte set: %zu tasks, %zu output tokens; subword set: %zu tasks, %zu output tokens\n\n",
-      bytes.size(), byte_out, subword.size(), sub_out);
+      bytes.size(), output_tokens(bytes), subword.size(), output_tokens(subword));
 
   const auto all = rows();
+  // One set's cells of a rule's row: tokens/step at K = 8 and 64, drafted tokens/step at 64.
+  const auto set_cells = [](const std::vector<task>& set, const row& r) {
+    std::printf("%.2f | ", run(set, r, 8).per_step());
+    if (r.chain_only_k8) {
+      std::printf("- | - |");
+    } else {
+      const score s = run(set, r, 64);
+      std::printf("%.2f | %.1f |", s.per_step(), s.drafted_per_step());
+    }
+  };
   std::printf(
       "| rule | bytes K=8 | bytes K=64 | subword K=8 | subword K=64 | subword K=64 drafted/step "
       "|\n");
@@ -298,17 +303,11 @@ int main() {
       std::printf("- | ");
     else
       std::printf("%.2f | ", run(bytes, r, 64).per_step());
-    if (subword.empty()) {
-      std::printf("- | - | - |\n");
-      continue;
-    }
-    std::printf("%.2f | ", run(subword, r, 8).per_step());
-    if (r.chain_only_k8) {
-      std::printf("- | - |\n");
-    } else {
-      const score s = run(subword, r, 64);
-      std::printf("%.2f | %.1f |\n", s.per_step(), s.drafted_per_step());
-    }
+    if (subword.empty())
+      std::printf("- | - | - |");
+    else
+      set_cells(subword, r);
+    std::printf("\n");
     std::fflush(stdout);
   }
   if (subword.empty()) return 0;
@@ -345,19 +344,13 @@ int main() {
                 SPECDEC_HELDOUT_DIR);
     return 0;
   }
-  std::size_t held_out = 0;
-  for (const auto& t : heldout) held_out += t.output.size();
   std::printf("\nHeld-out set (%s): %zu tasks, %zu output tokens, subword tokens\n\n",
-              SPECDEC_HELDOUT_DIR, heldout.size(), held_out);
+              SPECDEC_HELDOUT_DIR, heldout.size(), output_tokens(heldout));
   std::printf("| rule | K=8 | K=64 | K=64 drafted/step |\n|---|---|---|---|\n");
   for (const row& r : all) {
-    std::printf("| %s | %.2f | ", r.name.c_str(), run(heldout, r, 8).per_step());
-    if (r.chain_only_k8) {
-      std::printf("- | - |\n");
-    } else {
-      const score s = run(heldout, r, 64);
-      std::printf("%.2f | %.1f |\n", s.per_step(), s.drafted_per_step());
-    }
+    std::printf("| %s | ", r.name.c_str());
+    set_cells(heldout, r);
+    std::printf("\n");
     std::fflush(stdout);
   }
   std::printf("\nPer task, held-out set (tokens/step at K = 8 / K = 64):\n\n");

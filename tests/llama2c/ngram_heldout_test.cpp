@@ -37,12 +37,7 @@ struct task {
 std::vector<task> heldout_tasks() {
   const specdec::llama2c::tokenizer tok(vocab_path);
   const auto encode = [&](const std::string& s) { return tok.encode(s, {.bos = false}); };
-  const token_id newline = encode("\n").back();
-  std::vector<task> tasks;
-  for (const auto& e : ht::heldout_set(heldout_dir))
-    tasks.push_back({e.name, ht::encode_by_line(encode, e.original + "\n\n" + e.instruction, newline),
-                     ht::encode_by_line(encode, e.edited, newline)});
-  return tasks;
+  return ht::heldout_tasks<task>(heldout_dir, encode);
 }
 
 // Verification steps to produce t.output with `options` and a perfect target, K drafts a step.
@@ -66,7 +61,8 @@ std::size_t steps(const task& t, specdec::ngram_options options, std::size_t k) 
 }  // namespace
 
 TEST_CASE("held-out edits: rename, delete and number lines as their instructions say") {
-  const auto edits = ht::heldout_edits("doc", "Speculation pays.\n\nIt drafts 4 tokens\nSpeculation");
+  const std::string document = "Speculation pays.\n\nIt drafts 4 tokens\nSpeculation";
+  const auto edits = ht::heldout_edits("doc", document);
   REQUIRE(edits.size() == 3);
   CHECK(edits[0].name == "doc.rename");
   CHECK(edits[0].instruction == "Rename 'Speculation' to 'noitalucepS' everywhere.");
@@ -75,7 +71,7 @@ TEST_CASE("held-out edits: rename, delete and number lines as their instructions
   CHECK(edits[1].edited == "Speculation pays.\n\nSpeculation\n");
   CHECK(edits[2].name == "doc.number");
   CHECK(edits[2].edited == "[1] Speculation pays.\n\n[2] It drafts 4 tokens\n[3] Speculation\n");
-  for (const auto& e : edits) CHECK(e.original == "Speculation pays.\n\nIt drafts 4 tokens\nSpeculation\n");
+  for (const auto& e : edits) CHECK(e.original == document + "\n");
   // A word must stand alone to be renamed; no digit, no delete edit.
   const auto plain = ht::heldout_edits("p", "Speculations and Speculation");
   REQUIRE(plain.size() == 2);

@@ -74,6 +74,25 @@ inline std::string join(const std::vector<std::string>& parts) {
   return out;
 }
 
+// `text` encoded line by line by `encode`, lines joined by the token `encode` gives "\n" last: a
+// tokenizer whose merge loop is quadratic in the text's length (llama2.c's) encodes a 42 kB
+// document this way in milliseconds instead of minutes. Each line gets what `encode` adds to
+// any text (the Llama tokenizer's dummy prefix), so a line's first word is encoded as after a
+// space.
+template <class Encode>
+auto encode_by_line(const Encode& encode, const std::string& text) {
+  const auto newline = encode("\n").back();
+  decltype(encode(text)) out;
+  for (std::size_t b = 0; b <= text.size();) {
+    const std::size_t e = std::min(text.find('\n', b), text.size());
+    const auto line = encode(text.substr(b, e - b));
+    out.insert(out.end(), line.begin(), line.end());
+    if (e < text.size()) out.push_back(newline);
+    b = e + 1;
+  }
+  return out;
+}
+
 }  // namespace detail
 
 /// The three edits of one document (fewer if it has no word of 7+ letters or no line with a
@@ -119,24 +138,6 @@ inline std::vector<text_edit> heldout_edits(const std::string& stem, const std::
   return edits;
 }
 
-/// `text` encoded line by line by `encode` (text -> token vector), lines joined by `newline`:
-/// a tokenizer whose merge loop is quadratic in the text's length (llama2.c's) encodes a 42 kB
-/// document this way in milliseconds instead of minutes. Each line gets what `encode` adds to
-/// any text (the Llama tokenizer's dummy prefix), so a line's first word is encoded as after a
-/// space.
-template <class Token, class Encode>
-std::vector<Token> encode_by_line(const Encode& encode, const std::string& text, Token newline) {
-  std::vector<Token> out;
-  for (std::size_t b = 0; b <= text.size();) {
-    const std::size_t e = std::min(text.find('\n', b), text.size());
-    const auto line = encode(text.substr(b, e - b));
-    out.insert(out.end(), line.begin(), line.end());
-    if (e < text.size()) out.push_back(newline);
-    b = e + 1;
-  }
-  return out;
-}
-
 /// The edits of every *.txt document in `dir` (README.md and other files ignored), sorted by
 /// name; empty if `dir` does not exist.
 inline std::vector<text_edit> heldout_set(const std::filesystem::path& dir) {
@@ -153,6 +154,20 @@ inline std::vector<text_edit> heldout_set(const std::filesystem::path& dir) {
     for (auto& e : heldout_edits(f.stem().string(), s.str())) all.push_back(std::move(e));
   }
   return all;
+}
+
+/// heldout_set(dir) as token streams, each a Task{name, prompt, output}: prompt = original +
+/// "\n\n" + instruction, output = edited, both encoded line by line by `encode` (text -> token
+/// vector).
+template <class Task, class Encode>
+std::vector<Task> heldout_tasks(const std::filesystem::path& dir, const Encode& encode) {
+  std::vector<Task> tasks;
+  for (const auto& e : heldout_set(dir)) {
+    const std::string prompt = e.original + "\n\n" + e.instruction;
+    tasks.push_back(Task{e.name, detail::encode_by_line(encode, prompt),
+                         detail::encode_by_line(encode, e.edited)});
+  }
+  return tasks;
 }
 
 }  // namespace specdec::test
