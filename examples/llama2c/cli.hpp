@@ -21,7 +21,7 @@
 #include <initializer_list>
 #include <limits>
 #include <specdec/decode/options.hpp>
-#include <specdec/draft/ngram_drafter.hpp>
+#include <specdec/draft/ngram_options.hpp>
 #include <specdec/math/sampling_params.hpp>
 #include <specdec/tree/token_tree.hpp>
 #include <specdec/tree/tree_draft.hpp>
