@@ -1,0 +1,375 @@
+// Losslessness at full draft depth (issue 26): every chain length up to 8 and every tree depth up
+// to 4 actually drafted (each case asserts the depth it reached), for each verifier and drafter,
+// at T = 1 and under a combined warp (T = 0.8, top-k 3, top-p 0.9).
+//
+// The statistic (support/chain_sim.hpp): a target over V = 4 tokens whose next token depends on
+// the last two (an order-3 table), and for every generated position j the window
+// (x_{j-2}, x_{j-1}, x_j) (64 cells) against its exact law, enumerated over all 4^L sequences.
+// The window holds all the target says about x_j, so a verifier or drafter that gets the
+// conditioning wrong at depth j moves it; the runs generate K + 1 tokens (a tree: depth + 1; the
+// heads, n-gram and batch cases: 9), so the first step drafts to full depth and every position
+// it can emit is tested. Each chi-square is at the repository's level (z = 3.719, 1e-4); this
+// file runs about 450 of them, so on correct code a given set of seeds fails one with
+// probability about 4.5% - the seeds are fixed, so the outcome is reproducible, and a failure
+// is worth a second look rather than a new seed.
+//
+// Verifier-level tests run a chain simulator whose verifier is a parameter; the accepted length
+// of token-wise verification is checked against its closed form; and a deliberately biased copy
+// of the token rule (accept when u < p / q + 0.01) goes through the same harness and must fail,
+// which shows the statistics have the power to see a bias of that size.
+#include <catch2/catch.hpp>
+#include <specdec/batch_decoder.hpp>
+#include <specdec/decoder.hpp>
+#include <specdec/draft/composed_drafter.hpp>
+#include <specdec/draft/eagle_drafter.hpp>
+#include <specdec/draft/hidden_capture.hpp>
+#include <specdec/draft/medusa_drafter.hpp>
+#include <specdec/draft/model_drafter.hpp>
+#include <specdec/draft/ngram_cache.hpp>
+#include <specdec/draft/ngram_drafter.hpp>
+#include <specdec/verify/block.hpp>
+#include <specdec/verify/rejection.hpp>
+
+#include <cmath>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/batch_table_model.hpp"
+#include "support/chain_sim.hpp"
+#include "support/chi_square.hpp"
+#include "support/hidden_table_model.hpp"
+#include "support/table_model.hpp"
+#include "support/tree_table_model.hpp"
+
+namespace {
+
+using specdec::candidate_draw;
+using specdec::row_matrix;
+using specdec::sampling_params;
+using specdec::token_id;
+using specdec::test::depth_reached;
+using specdec::test::table_model;
+using specdec::test::table_model_options;
+using specdec::test::window_counts;
+using laws_t = std::vector<std::vector<double>>;
+
+constexpr std::size_t vocab = 4;
+constexpr std::size_t width = 3;  // the window: x_{j-2}, x_{j-1}, x_j
+const table_model_options target_table{.vocab_size = vocab, .order = 3, .seed = 21, .scale = 1.5f};
+// Close to the target (acceptance about 0.85 a token), so that a step of 8 drafts is often kept
+// whole and the bonus token at depth 8 is drawn, yet rejections happen at every depth.
+const table_model_options draft_table{.vocab_size = vocab, .order = 3, .seed = 21, .scale = 1.5f,
+                                      .mix = 0.35f, .mix_seed = 4};
+const std::vector<token_id> prompt{1, 2};
+
+struct warping {
+  std::string name;
+  sampling_params sp;
+};
+const std::vector<warping> warps{
+    {"T = 1", {.temperature = 1.0f}},
+    {"T = 0.8, top-k 3, top-p 0.9", {.temperature = 0.8f, .top_k = 3, .top_p = 0.9f}},
+};
+
+// The target's warped next-token law, as the decoder computes it (float warp).
+auto target_probs(const sampling_params& sp) {
+  return [sp, model = table_model(target_table)](std::span<const token_id> seq,
+                                                 std::vector<double>& p) {
+    std::vector<float> logits(vocab), w(vocab);
+    model.next_logits(seq, logits);
+    specdec::warp(logits, sp, w);
+    for (std::size_t t = 0; t < vocab; ++t) p[t] = w[t];
+  };
+}
+
+// Exact window laws of `length` tokens after the prompt, memoised per (warp, length).
+const laws_t& exact_laws(std::size_t warp_index, std::size_t length) {
+  static std::map<std::pair<std::size_t, std::size_t>, laws_t> memo;
+  auto& laws = memo[{warp_index, length}];
+  if (laws.empty())
+    laws = specdec::test::exact_window_laws(target_probs(warps[warp_index].sp), prompt, vocab,
+                                            length, width);
+  return laws;
+}
+
+struct sampled {
+  window_counts windows;
+  depth_reached depth;
+};
+
+// `trials` generations of `length` tokens by run(seed) -> generate_result.
+template <class Run>
+sampled sample_runs(Run&& run, std::size_t length, int trials, std::uint64_t first_seed) {
+  sampled out{window_counts(vocab, length, width), {}};
+  for (int t = 0; t < trials; ++t) {
+    const specdec::generate_result r = run(first_seed + static_cast<std::uint64_t>(t));
+    REQUIRE(r.tokens.size() == length);
+    out.windows.add(prompt, r.tokens);
+    out.depth.add(r.stats);
+  }
+  return out;
+}
+
+void check_law(const sampled& got, std::size_t warp_index) {
+  const auto verdict = specdec::test::check_positions(
+      got.windows, exact_laws(warp_index, got.windows.counts.size()));
+  INFO(verdict.describe());
+  CHECK(verdict.pass());
+}
+
+// A chain case reached depth k: k positions drafted on at least `min_full` steps, and the
+// draft at position k kept (so the bonus token after k drafts was drawn) at least once.
+void check_chain_depth(const depth_reached& d, std::size_t k, std::size_t min_full) {
+  INFO("drafted at depth " << k << ": " << (d.drafted_at.size() >= k ? d.drafted_at[k - 1] : 0));
+  REQUIRE(d.drafted_at.size() == k);
+  CHECK(d.drafted_at[k - 1] >= min_full);
+  CHECK(d.accepted_at[k - 1] > 0);
+}
+
+// A tree case reached depth `depth`: candidates judged at that depth and one of them kept.
+void check_tree_depth(const depth_reached& d, std::size_t depth) {
+  REQUIRE(d.drafted_at.size() == depth);
+  REQUIRE(d.offered_at_depth.size() == depth);
+  CHECK(d.offered_at_depth[depth - 1] > 0);
+  CHECK(d.accepted_at_depth[depth - 1] > 0);
+}
+
+std::string shape_name(const std::vector<std::size_t>& shape) {
+  std::string s;
+  for (std::size_t k : shape) s += (s.empty() ? "" : "x") + std::to_string(k);
+  return s;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Verifier level: the accepted length's closed form, the simulator, the negative control.
+
+namespace {
+
+// Position-only rows: p_j, q_j for j = 0..8 (p_8 is the bonus row), independent of the drafts.
+struct position_rows {
+  std::vector<std::vector<double>> p, q;
+};
+
+position_rows random_rows(std::size_t v, std::size_t k, std::uint64_t seed) {
+  // p_j: a peak of about 3/4 on token j % V over a random rest; q_j: 0.7 p_j + 0.3 random. So
+  // a_j is about 0.85 (sampled q) and 0.8 (one-hot q on the peak), all K drafts are kept on
+  // 5-30% of the steps, and p < q on part of the vocabulary (where a biased rule shows).
+  specdec::rng g(seed);
+  position_rows r;
+  const auto random_row = [&] {
+    std::vector<double> x(v);
+    double s = 0;
+    for (auto& e : x) s += e = g.uniform_open() + 0.05;
+    for (auto& e : x) e /= s;
+    return x;
+  };
+  for (std::size_t j = 0; j <= k; ++j) {
+    auto x = random_row();
+    for (auto& e : x) e *= 0.25;
+    x[j % v] += 0.75;
+    r.p.push_back(x);
+  }
+  for (std::size_t j = 0; j < k; ++j) {
+    auto x = random_row();
+    for (std::size_t c = 0; c < v; ++c) x[c] = 0.7 * r.p[j][c] + 0.3 * x[c];
+    r.q.push_back(x);
+  }
+  return r;
+}
+
+// Counts of the accepted length over `trials` single steps of k drafts drawn from the q rows
+// (one_hot: draft j is the fixed token j % V, no q rows), each judged by verify(...).
+template <class Verify>
+std::vector<std::size_t> accepted_lengths(const position_rows& rows, std::size_t k, bool one_hot,
+                                          Verify&& verify, int trials, std::uint64_t seed) {
+  const std::size_t v = rows.p[0].size();
+  const auto V = static_cast<Eigen::Index>(v);
+  row_matrix target(static_cast<Eigen::Index>(k + 1), V), q(one_hot ? 0 : static_cast<Eigen::Index>(k), V);
+  std::vector<std::vector<float>> qf(k, std::vector<float>(v));
+  for (std::size_t j = 0; j <= k; ++j)
+    for (std::size_t c = 0; c < v; ++c) {
+      target(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(c)) =
+          static_cast<float>(std::log(rows.p[j][c]));
+      if (j < k) {
+        qf[j][c] = static_cast<float>(rows.q[j][c]);
+        if (!one_hot) q(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(c)) = qf[j][c];
+      }
+    }
+  const specdec::logits_view tv(target.data(), target.rows(), V), qv(q.data(), q.rows(), V);
+  specdec::rng draft_gen(seed), verify_gen(seed + 1);
+  std::vector<token_id> drafts(k);
+  std::vector<std::size_t> counts(k + 1, 0);
+  for (int t = 0; t < trials; ++t) {
+    for (std::size_t j = 0; j < k; ++j)
+      drafts[j] = one_hot ? static_cast<token_id>(j % v) : specdec::sample(qf[j], draft_gen);
+    counts[verify(tv, std::span<const token_id>(drafts), qv, sampling_params{}, verify_gen).accepted]++;
+  }
+  return counts;
+}
+
+// a_j of the closed form, from the rows as the verifier sees them (the float logits, softmaxed).
+std::vector<double> acceptance_by_position(const position_rows& rows, std::size_t k, bool one_hot) {
+  const std::size_t v = rows.p[0].size();
+  std::vector<double> a;
+  for (std::size_t j = 0; j < k; ++j) {
+    std::vector<float> logits(v), p(v);
+    for (std::size_t c = 0; c < v; ++c) logits[c] = static_cast<float>(std::log(rows.p[j][c]));
+    specdec::warp(logits, sampling_params{}, p);
+    double aj = 0;
+    if (one_hot) {
+      aj = p[j % v];
+    } else {
+      for (std::size_t c = 0; c < v; ++c)
+        aj += std::min(static_cast<double>(p[c]), static_cast<double>(static_cast<float>(rows.q[j][c])));
+    }
+    a.push_back(aj);
+  }
+  return a;
+}
+
+const auto token_wise = [](specdec::logits_view t, std::span<const token_id> d,
+                           specdec::logits_view q, const sampling_params& sp, specdec::rng& g) {
+  return specdec::verify_rejection(t, d, q, sp, g);
+};
+const auto block_wise = [](specdec::logits_view t, std::span<const token_id> d,
+                           specdec::logits_view q, const sampling_params& sp, specdec::rng& g) {
+  return specdec::verify_block(t, d, q, sp, g);
+};
+
+}  // namespace
+
+TEST_CASE("lossless depth: token-wise accepted length follows prod a_j (1 - a_i), K = 1..8") {
+  // Rows that depend on the position only, so P(accepted = i) has the closed form; 200,000 steps
+  // a case, a chi-square over the K + 1 lengths.
+  const int trials = 200000;
+  const position_rows rows = random_rows(6, 8, 77);
+  for (const bool one_hot : {false, true})
+    for (std::size_t k = 1; k <= 8; ++k) {
+      SECTION((one_hot ? "one-hot q, K = " : "sampled q, K = ") + std::to_string(k)) {
+        const auto law = specdec::test::accepted_length_law(acceptance_by_position(rows, k, one_hot));
+        const auto counts = accepted_lengths(rows, k, one_hot, token_wise, trials, 100 + k);
+        const auto chi = specdec::test::chi_square(counts, law);
+        INFO(chi.describe());
+        CHECK(chi.pass());
+        CHECK(counts[k] > 0);  // all K drafts kept on some steps: the full depth was judged
+      }
+    }
+}
+
+TEST_CASE("lossless depth: negative control - a biased token rule fails the same statistics") {
+  // specdec::test::biased_rejection accepts when u < p / q + 0.01. Through the accepted-length
+  // harness above (K = 8, sampled q, the same rows, seeds and trials) and through the chain
+  // simulator's window law below, its chi-square must exceed the critical value.
+  const position_rows rows = random_rows(6, 8, 77);
+  const specdec::test::biased_rejection biased{0.01};
+  SECTION("accepted length, K = 8") {
+    const auto law = specdec::test::accepted_length_law(acceptance_by_position(rows, 8, false));
+    const auto counts = accepted_lengths(rows, 8, false, biased, 200000, 108);
+    const auto chi = specdec::test::chi_square(counts, law);
+    INFO(chi.describe());
+    CHECK(chi.statistic > chi.critical);
+  }
+}
+
+namespace {
+
+// The chain simulator's target (logits of the order-3 table) and draft (the draft table's
+// warped row): the same models as the decoder-level cases, the verifier a parameter.
+struct sim_models {
+  table_model target{target_table}, draft;
+  sampling_params sp;
+  explicit sim_models(const table_model_options& d, const sampling_params& s) : draft(d), sp(s) {}
+  auto target_logits() const {
+    return [this](std::span<const token_id> seq, std::span<float> out) {
+      target.next_logits(seq, out);
+    };
+  }
+  auto draft_probs() const {
+    return [this](std::span<const token_id> seq, std::span<float> out) {
+      std::vector<float> logits(vocab);
+      draft.next_logits(seq, logits);
+      specdec::warp(logits, sp, out);
+    };
+  }
+};
+
+// `trials` simulated generations of `length` tokens with K drafts a step, judged by `verify`.
+template <class Verify>
+window_counts simulate(const sim_models& m, Verify&& verify, std::size_t k, std::size_t length,
+                       bool one_hot, int trials, std::uint64_t seed,
+                       specdec::test::chain_depth& depth) {
+  window_counts counts(vocab, length, width);
+  const specdec::test::chain_sim_options o{
+      .vocab = vocab, .draft_length = k, .length = length, .one_hot = one_hot, .sampling = m.sp};
+  specdec::rng gen(seed);
+  for (int t = 0; t < trials; ++t)
+    counts.add(prompt, specdec::test::simulate_chain(m.target_logits(), m.draft_probs(), verify,
+                                                     prompt, o, gen, depth));
+  return counts;
+}
+
+}  // namespace
+
+TEST_CASE("lossless depth: chain simulator, K = 8 - token-wise, block and one-hot drafts") {
+  // The simulator drafts 8 tokens from q rows (or their argmax: one-hot), verifies with the
+  // library's verifier, emits, and goes on until 9 tokens: positions 0..8 against their laws.
+  const int trials = 20000;
+  struct verifier {
+    std::string name;
+    bool block, one_hot;
+  };
+  const std::vector<verifier> verifiers{
+      {"verify_rejection, sampled q", false, false},
+      {"verify_block, sampled q", true, false},
+      {"verify_rejection, one-hot q", false, true},
+  };
+  for (std::size_t w = 0; w < warps.size(); ++w)
+    for (const auto& v : verifiers) {
+      SECTION(v.name + ", " + warps[w].name) {
+        const sim_models m(draft_table, warps[w].sp);
+        specdec::test::chain_depth depth;
+        const auto counts =
+            v.block ? simulate(m, block_wise, 8, 9, v.one_hot, trials, 31 + w, depth)
+                    : simulate(m, token_wise, 8, 9, v.one_hot, trials, 31 + w, depth);
+        REQUIRE(depth.drafted_at.size() == 8);
+        CHECK(depth.drafted_at[7] == static_cast<std::size_t>(trials));
+        CHECK(depth.accepted_at[7] > 0);
+        const auto verdict = specdec::test::check_positions(counts, exact_laws(w, 9));
+        INFO(verdict.describe());
+        CHECK(verdict.pass());
+      }
+    }
+}
+
+TEST_CASE("lossless depth: negative control in the chain simulator - the window law fails") {
+  // The same harness and statistic as above with biased_rejection: a draft far from the target
+  // (mix 0.9), so that p < q on much of each row and the bias moves the emitted law. The window
+  // law at 20,000 runs sees a bias of 0.03 (its chi-square exceeds the critical value at 8 of
+  // the 9 positions, up to 2.2 times it); a bias of 0.01 moves a cell's probability by about
+  // 0.003, below its reach (0.9 of the critical value at worst). The accepted length, above,
+  // is the sharper statistic for the acceptance test itself and sees 0.01.
+  const int trials = 20000;
+  const table_model_options far{.vocab_size = vocab, .order = 3, .seed = 21, .scale = 1.5f,
+                                .mix = 0.9f, .mix_seed = 4};
+  const sim_models m(far, warps[0].sp);
+  SECTION("verify_rejection passes") {
+    specdec::test::chain_depth depth;
+    const auto verdict = specdec::test::check_positions(
+        simulate(m, token_wise, 8, 9, false, trials, 41, depth), exact_laws(0, 9));
+    INFO(verdict.describe());
+    CHECK(verdict.pass());
+  }
+  SECTION("biased_rejection (epsilon 0.03) fails") {
+    specdec::test::chain_depth depth;
+    const auto verdict = specdec::test::check_positions(
+        simulate(m, specdec::test::biased_rejection{0.03}, 8, 9, false, trials, 41, depth),
+        exact_laws(0, 9));
+    INFO(verdict.describe());
+    CHECK(verdict.worst_ratio() > 1.0);
+  }
+}
