@@ -3,6 +3,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <specdec/draft/ngram_drafter.hpp>
+#include <specdec/math/rng.hpp>
+#include <specdec/math/sampling_params.hpp>
+#include <specdec/tree/tree_draft.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -438,4 +441,48 @@ TEST_CASE("ngram_drafter: a context beyond the index's limit is refused before a
   const tokens h = {1, 2, 3, 1, 2};
   CHECK(unbounded.propose(h, 4) == tokens{3, 1, 2});
   CHECK(bounded.propose(h, 4) == tokens{3, 1, 2});
+}
+
+TEST_CASE("ngram_drafter: a tree keeps to the branching factors, node by node") {
+  // "1 2" was followed by "3 1 2 4", "4 1 2 3" and "3 1 2 3": two candidates share their first
+  // token, so a trie of them gives that node two children where branching[1] allows one.
+  const tokens h{1, 2, 3, 1, 2, 4, 1, 2, 3, 1, 2, 3, 1, 2};
+  specdec::rng g(1);
+  specdec::tree_draft out;
+  const auto check = [&](ngram_drafter& d, const tokens& history,
+                         const std::vector<std::size_t>& branching) {
+    d.propose_tree(history, branching, specdec::sampling_params{}, g,
+                   specdec::candidate_draw::iid, out);
+    const specdec::token_tree& t = out.tree;
+    CHECK(t.token(0) == history.back());
+    CHECK(t.max_depth() <= branching.size());
+    CHECK(out.draw == specdec::candidate_draw::deterministic);
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      const auto depth = static_cast<std::size_t>(t.depth(i));
+      INFO("node " << i << " at depth " << depth);
+      if (depth == branching.size()) CHECK(t.is_leaf(i));
+      else CHECK(t.num_children(i) <= branching[depth]);
+    }
+    return t.size();
+  };
+  SECTION("the example, both indexes") {
+    for (const std::size_t max_ngram : {std::size_t{0}, std::size_t{3}}) {
+      ngram_drafter d({.min_ngram = 1, .max_ngram = max_ngram});
+      INFO("max_ngram " << max_ngram);
+      CHECK(check(d, h, {3, 1, 1, 1}) > 1);
+      CHECK(check(d, h, {3, 2, 1}) > 1);
+      CHECK(check(d, h, {1, 1}) == 3);
+    }
+  }
+  SECTION("random repetitive streams") {
+    lcg gen{11};
+    for (int round = 0; round < 40; ++round) {
+      tokens stream;
+      std::size_t copy_from = SIZE_MAX;
+      for (int i = 0; i < 200; ++i) stream.push_back(next_token(gen, stream, 4, true, copy_from));
+      ngram_drafter d({.min_ngram = 1, .max_ngram = round % 2 == 0 ? 0u : 4u});
+      check(d, stream, {4, 1, 2, 1});
+      check(d, stream, {2, 2});
+    }
+  }
 }

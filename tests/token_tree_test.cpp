@@ -173,6 +173,24 @@ TEST_CASE("token_tree: trie of candidates") {
   }
 }
 
+TEST_CASE("token_tree: trie of candidates within a shape") {
+  const std::vector<std::vector<token_id>> cands{{5, 6, 7}, {5, 6, 8}, {9, 1}, {5, 2}, {4}};
+  SECTION("a node keeps the first branching[d] children; deeper tokens are cut") {
+    const std::vector<std::size_t> shape{2, 1};
+    const auto t = token_tree::from_candidates(3, cands, shape);
+    // root 3: 5, 9 (4 is a third child); 5: 6 (2 is a second); 9: 1; depth 3 is cut.
+    CHECK(to_vector(t.tokens()) == std::vector<token_id>{3, 5, 9, 6, 1});
+    CHECK(to_vector(t.parents()) == ids{-1, 0, 0, 1, 2});
+  }
+  SECTION("a shape wide enough keeps the whole trie") {
+    const std::vector<std::size_t> shape{3, 2, 2};
+    CHECK(token_tree::from_candidates(3, cands, shape) == token_tree::from_candidates(3, cands));
+  }
+  SECTION("an empty shape: the root alone") {
+    CHECK(token_tree::from_candidates(3, cands, std::span<const std::size_t>()).size() == 1);
+  }
+}
+
 TEST_CASE("token_tree: flattened arrays are validated") {
   const std::vector<token_id> tokens{1, 2, 3, 4};
   CHECK(token_tree(tokens, ids{-1, 0, 0, 1}).size() == 4);

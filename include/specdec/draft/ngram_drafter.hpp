@@ -143,8 +143,11 @@ class ngram_drafter {
 
   /**
    * specdec::TreeDrafter: up to branching[0] distinct continuations of up to branching.size()
-   * tokens (see propose_candidates), merged into a trie under history.back(). Deterministic:
-   * out.draw = candidate_draw::deterministic, out.q has no rows; `sp`, `g`, `draw` are unused.
+   * tokens (see propose_candidates), merged best first into a trie under history.back() that
+   * keeps to `branching` node by node: a node at depth d keeps the first branching[d] children
+   * (a later continuation that would add one more is cut there; token_tree::from_candidates).
+   * Deterministic: out.draw = candidate_draw::deterministic, out.q has no rows; `sp`, `g`,
+   * `draw` are unused.
    */
   void propose_tree(std::span<const token_id> history, std::span<const std::size_t> branching,
                     [[maybe_unused]] const sampling_params& sp, [[maybe_unused]] rng& g,
@@ -157,7 +160,7 @@ class ngram_drafter {
       return;
     }
     const auto candidates = propose_candidates(history, branching.size(), branching[0]);
-    out.tree = token_tree::from_candidates(root, candidates);
+    out.tree = token_tree::from_candidates(root, candidates, branching);
   }
 
   /// specdec::Drafter: indexes tokens that joined the history. Ignored before the first propose

@@ -222,52 +222,20 @@ class token_tree {
    */
   static token_tree from_candidates(token_id root,
                                     std::span<const std::vector<token_id>> candidates) {
-    // Build a pointer-free trie: node -> (token -> child), plus child order per node.
-    struct trie_node {
-      std::map<token_id, std::size_t> child_of;
-      std::vector<std::size_t> children;
-      token_id token;
-    };
-    std::vector<trie_node> trie(1);
-    trie[0].token = root;
-    for (std::size_t c = 0; c < candidates.size(); ++c) {
-      std::size_t at = 0;
-      for (std::size_t j = 0; j < candidates[c].size(); ++j) {
-        const token_id t = candidates[c][j];
-        if (t < 0)
-          throw std::invalid_argument("token_tree::from_candidates: candidates[" +
-                                      std::to_string(c) + "][" + std::to_string(j) +
-                                      "] = " + std::to_string(t) + " is negative");
-        const auto it = trie[at].child_of.find(t);
-        if (it != trie[at].child_of.end()) {
-          at = it->second;
-          continue;
-        }
-        if (trie.size() >= max_tree_nodes)
-          throw std::invalid_argument("token_tree::from_candidates: more than max_tree_nodes = " +
-                                      std::to_string(max_tree_nodes) + " nodes");
-        const std::size_t id = trie.size();
-        trie[at].child_of.emplace(t, id);
-        trie[at].children.push_back(id);
-        trie.push_back(trie_node{{}, {}, t});
-        at = id;
-      }
-    }
-    // Breadth-first flattening.
-    std::vector<token_id> tokens;
-    std::vector<std::int32_t> parents;
-    tokens.reserve(trie.size());
-    parents.reserve(trie.size());
-    std::deque<std::pair<std::size_t, std::int32_t>> queue{{0, -1}};
-    while (!queue.empty()) {
-      const auto [id, parent] = queue.front();
-      queue.pop_front();
-      const auto me = static_cast<std::int32_t>(tokens.size());
-      tokens.push_back(trie[id].token);
-      parents.push_back(parent);
-      for (std::size_t c : trie[id].children) queue.emplace_back(c, me);
-    }
-    return token_tree(tokens, parents);
+    return trie_of(root, candidates, nullptr);
+  }
+
+  /**
+   * from_candidates within the shape `branching` (a TreeDrafter's k1 x k2 x ...): a node at
+   * depth d keeps the first branching[d] children the candidates introduce, and no node is
+   * deeper than branching.size(); a candidate that would pass either bound is cut there (its
+   * prefix stays). The trie therefore has no more nodes than the full shape. Throws like
+   * from_candidates. O(total tokens * log).
+   */
+  static token_tree from_candidates(token_id root,
+                                    std::span<const std::vector<token_id>> candidates,
+                                    std::span<const std::size_t> branching) {
+    return trie_of(root, candidates, &branching);
   }
 
   /// Number of nodes, root included. O(1).
@@ -391,6 +359,59 @@ class token_tree {
   }
 
  private:
+  // The trie of `candidates` under `root`, within `shape` when it is given (from_candidates).
+  static token_tree trie_of(token_id root, std::span<const std::vector<token_id>> candidates,
+                            const std::span<const std::size_t>* shape) {
+    // Build a pointer-free trie: node -> (token -> child), plus child order per node.
+    struct trie_node {
+      std::map<token_id, std::size_t> child_of;
+      std::vector<std::size_t> children;
+      token_id token;
+    };
+    std::vector<trie_node> trie(1);
+    trie[0].token = root;
+    for (std::size_t c = 0; c < candidates.size(); ++c) {
+      std::size_t at = 0;
+      for (std::size_t j = 0; j < candidates[c].size(); ++j) {
+        const token_id t = candidates[c][j];
+        if (t < 0)
+          throw std::invalid_argument("token_tree::from_candidates: candidates[" +
+                                      std::to_string(c) + "][" + std::to_string(j) +
+                                      "] = " + std::to_string(t) + " is negative");
+        const auto it = trie[at].child_of.find(t);
+        if (it != trie[at].child_of.end()) {
+          at = it->second;
+          continue;
+        }
+        // `at` sits at depth j: a new child must fit the shape there.
+        if (shape && (j >= shape->size() || trie[at].children.size() >= (*shape)[j])) break;
+        if (trie.size() >= max_tree_nodes)
+          throw std::invalid_argument("token_tree::from_candidates: more than max_tree_nodes = " +
+                                      std::to_string(max_tree_nodes) + " nodes");
+        const std::size_t id = trie.size();
+        trie[at].child_of.emplace(t, id);
+        trie[at].children.push_back(id);
+        trie.push_back(trie_node{{}, {}, t});
+        at = id;
+      }
+    }
+    // Breadth-first flattening.
+    std::vector<token_id> tokens;
+    std::vector<std::int32_t> parents;
+    tokens.reserve(trie.size());
+    parents.reserve(trie.size());
+    std::deque<std::pair<std::size_t, std::int32_t>> queue{{0, -1}};
+    while (!queue.empty()) {
+      const auto [id, parent] = queue.front();
+      queue.pop_front();
+      const auto me = static_cast<std::int32_t>(tokens.size());
+      tokens.push_back(trie[id].token);
+      parents.push_back(parent);
+      for (std::size_t c : trie[id].children) queue.emplace_back(c, me);
+    }
+    return token_tree(tokens, parents);
+  }
+
   void check(std::size_t node, const char* what) const {
     if (node >= tokens_.size())
       throw std::out_of_range(std::string("token_tree::") + what + ": node " +
