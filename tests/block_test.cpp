@@ -14,6 +14,7 @@
 
 #include "support/chi_square.hpp"
 #include "support/exact_joint.hpp"
+#include "support/rare_draws.hpp"
 #include "support/table_model.hpp"
 
 namespace {
@@ -364,4 +365,24 @@ TEST_CASE("block: a tree with block verification is refused, the decoder stays u
   CHECK_THROWS_WITH(decoder.generate(prompt, o), Catch::Contains("generate_options.verification"));
   o.tree.clear();
   CHECK(decoder.generate(prompt, o).tokens.size() == 12);
+}
+
+TEST_CASE("block: a rejected draft is never emitted, however small the residual") {
+  // As in rejection_test: p(x = 0) = 0.9999995, q one-hot at x, generators whose next draw
+  // rejects x. The residual max(0, p - q) holds 5e-7, all of it off x.
+  constexpr std::size_t v = 8;
+  specdec::row_matrix target(2, v);
+  const float other = static_cast<float>(std::log(5e-7 / 7.0 / (1.0 - 5e-7)));
+  for (std::size_t j = 0; j < v; ++j) target(0, j) = target(1, j) = j == 0 ? 0.0f : other;
+  specdec::row_matrix q = specdec::row_matrix::Zero(1, v);
+  q(0, 0) = 1.0f;
+  const std::vector<specdec::token_id> drafts{0};
+  specdec::sampling_params sp;
+  sp.temperature = 1.0f;
+  for (specdec::rng g : specdec::test::generators_drawing_above(1.0 - 4e-7, 20)) {
+    const auto r = specdec::verify_block(specdec::logits_view(target.data(), 2, v), drafts,
+                                         specdec::logits_view(q.data(), 1, v), sp, g);
+    CHECK(r.accepted == 0);
+    CHECK(r.next != 0);
+  }
 }

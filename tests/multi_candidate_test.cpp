@@ -14,6 +14,7 @@
 
 #include "support/chi_square.hpp"
 #include "support/exact_joint.hpp"
+#include "support/rare_draws.hpp"
 #include "support/table_model.hpp"
 
 using specdec::candidate_draw;
@@ -420,4 +421,37 @@ TEST_CASE("multi_candidate: whole trees are lossless over two tokens") {
   SECTION("deterministic trie") {
     check_fits(run_tree_pairs(candidate_draw::deterministic, 100'000, 43), joint, "trie");
   }
+}
+
+TEST_CASE("multi_candidate: a rejected deterministic candidate is never emitted, and later ones "
+          "are judged against the renormalised rest") {
+  // Root children: token 0 (p = 0.9999995), then token 1 (p = 3e-7 of the 5e-7 left). After 0
+  // is rejected, token 1 must be accepted with probability 3e-7 / 5e-7 = 0.6, and a token drawn
+  // from the rest must not be 0.
+  constexpr std::size_t v = 4;
+  const std::vector<double> p{1.0 - 5e-7, 3e-7, 1e-7, 1e-7};
+  row_matrix target(3, v);
+  for (Eigen::Index r = 0; r < 3; ++r)
+    for (std::size_t j = 0; j < v; ++j) target(r, static_cast<Eigen::Index>(j)) = static_cast<float>(std::log(p[j]));
+  const std::vector<token_id> tokens{2, 0, 1};
+  const std::vector<std::int32_t> parents{-1, 0, 0};
+  const token_tree tree(tokens, parents);
+  specdec::sampling_params sp;
+  sp.temperature = 1.0f;
+  int second = 0, trials = 0;
+  for (specdec::rng g : specdec::test::generators_drawing_above(1.0 - 4e-7, 40)) {
+    const auto r = specdec::verify_tree(tree, logits_view(target.data(), 3, v), specdec::no_q_rows(),
+                                        candidate_draw::deterministic, sp, g);
+    ++trials;
+    CHECK((r.accepted.empty() || r.accepted == std::vector<std::int32_t>{2}));
+    if (r.accepted.empty()) {
+      CHECK(r.next != 0);
+      CHECK(r.next != 1);
+    } else {
+      ++second;
+    }
+  }
+  INFO(second << " of " << trials << " accepted the second candidate");
+  CHECK(second >= 12);  // Binomial(40, 0.6): mean 24, P(< 12) < 1e-4
+  CHECK(second <= 36);
 }

@@ -7,10 +7,13 @@
 #include <vector>
 
 #include "support/chi_square.hpp"
+#include "support/rare_draws.hpp"
 
 namespace {
 
+using specdec::logits_view;
 using specdec::row_matrix;
+using specdec::token_id;
 
 row_matrix logits_of(const std::vector<std::vector<double>>& rows) {
   row_matrix m(rows.size(), rows[0].size());
@@ -218,6 +221,30 @@ TEST_CASE("rejection: large vocabularies through the fast paths (temperature onl
       CHECK(c1.pass());
       CHECK(c2.pass());
       CHECK(first[7] == 0);  // masked
+    }
+  }
+}
+
+TEST_CASE("rejection: a rejected draft is never emitted, however small the residual") {
+  // p(x = 0) = 0.9999995; the 7 other tokens share 5e-7. A draft of x is rejected with
+  // probability 5e-7, and then the token must come from p without x. The generators below
+  // are in states whose next draw rejects x for certain.
+  constexpr std::size_t v = 8;
+  row_matrix target(2, v);
+  const float other = static_cast<float>(std::log(5e-7 / 7.0 / (1.0 - 5e-7)));
+  for (std::size_t j = 0; j < v; ++j) target(0, j) = target(1, j) = j == 0 ? 0.0f : other;
+  row_matrix one_hot_q = row_matrix::Zero(1, v);
+  one_hot_q(0, 0) = 1.0f;
+  const std::vector<token_id> drafts{0};
+  specdec::sampling_params sp;
+  sp.temperature = 1.0f;
+  for (const bool full_q : {false, true}) {
+    for (specdec::rng g : specdec::test::generators_drawing_above(1.0 - 4e-7, 20)) {
+      const auto r = specdec::verify_rejection(
+          logits_view(target.data(), 2, v), drafts, full_q ? logits_view(one_hot_q.data(), 1, v) : logits_view(nullptr, 0, v), sp, g);
+      INFO((full_q ? "q as a row" : "one-hot q"));
+      CHECK(r.accepted == 0);
+      CHECK(r.next != 0);
     }
   }
 }

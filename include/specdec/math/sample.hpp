@@ -85,16 +85,25 @@ SPECDEC_ROW_KERNEL token_id argmax(std::span<const float> row) {
 }
 
 namespace detail {
-// The inverse-CDF draw of sample(), given the block sums of the values (see exp_blocks) and their
-// total: finds the block in double over the block sums, then the token with a double running
-// sum inside that block, whose values `values_of(b)` returns (a span of that block). Never
-// returns a token of value 0.
-template <class BlockValues>
-token_id sample_in_blocks(std::span<const double> blocks, double total, rng& gen,
-                          BlockValues&& values_of) {
+inline void check_total(double total) {
   if (!(total > 0.0) || !std::isfinite(total))
     throw std::domain_error("sample: probabilities must have a positive, finite total");
-  const double target = gen.uniform_open() * total;
+}
+
+// The inverse-CDF draw of sample() at the point u (in (0, 1)), given the block sums of the
+// values (see exp_blocks) and their total, whose values `values_of(b)` returns (a span of block
+// b). The block is found in double over the block sums; inside it, the point's offset into the
+// block is rescaled from the block's float sum to the block's own double sum before a double
+// running sum finds the token, so that the block's share is split among its tokens in
+// proportion to their values: each token is drawn with probability
+// blocks[b] / total * values[i] / (double sum of block b), the rounding of the float block sums
+// being a factor common to a whole block (never a difference that lands on the block's last
+// token). Never returns a token of value 0.
+template <class BlockValues>
+token_id draw_in_blocks(std::span<const double> blocks, double total, double u,
+                        BlockValues&& values_of) {
+  check_total(total);
+  const double target = u * total;
   double cumulative = 0.0;
   std::size_t b = 0;
   for (; b + 1 < blocks.size(); ++b) {
@@ -102,30 +111,49 @@ token_id sample_in_blocks(std::span<const double> blocks, double total, rng& gen
     cumulative += blocks[b];
   }
   std::span<const float> values = values_of(b);
-  std::size_t last_positive = values.size();
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (values[i] <= 0.0f) continue;
-    cumulative += values[i];
-    last_positive = i;
-    if (cumulative > target) return static_cast<token_id>(b * block + i);
+  double own = 0.0;  // the block's sum in the order of the running sum below
+  for (const float x : values)
+    if (x > 0.0f) own += x;
+  // Past the last block's sum (rounding of u * total) or in a block without a positive value
+  // (only the last one can be reached so): the last positive value at or before this block.
+  if (own > 0.0 && blocks[b] > 0.0 && target - cumulative < blocks[b]) {
+    const double inside = (target - cumulative) / blocks[b] * own;
+    double running = 0.0;
+    std::size_t last_positive = 0;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (values[i] <= 0.0f) continue;
+      running += values[i];
+      last_positive = i;
+      if (running > inside) return static_cast<token_id>(b * block + i);
+    }
+    return static_cast<token_id>(b * block + last_positive);  // inside rounded up to `own`
   }
-  // Rounding left the target past this block's last token: stay in the support.
-  while (last_positive == values.size() && b > 0) {
-    values = values_of(--b);
+  for (;;) {
     for (std::size_t i = values.size(); i-- > 0;)
-      if (values[i] > 0.0f) {
-        last_positive = i;
-        break;
-      }
+      if (values[i] > 0.0f) return static_cast<token_id>(b * block + i);
+    if (b == 0) return 0;  // unreachable: a positive total has a positive value
+    values = values_of(--b);
   }
-  return static_cast<token_id>(b * block + (last_positive == values.size() ? 0 : last_positive));
+}
+
+// draw_in_blocks at a uniform draw of `gen` (drawn only once the total is known to be good).
+template <class BlockValues>
+token_id sample_in_blocks(std::span<const double> blocks, double total, rng& gen,
+                          BlockValues&& values_of) {
+  check_total(total);
+  return draw_in_blocks(blocks, total, gen.uniform_open(), values_of);
+}
+
+// The values_of of a whole row held in memory: block b of `probs`.
+inline auto blocks_of(std::span<const float> probs) {
+  return [probs](std::size_t b) {
+    return probs.subspan(b * block, std::min(block, probs.size() - b * block));
+  };
 }
 
 inline token_id sample_in_blocks(std::span<const float> probs, std::span<const double> blocks,
                                  double total, rng& gen) {
-  return sample_in_blocks(blocks, total, gen, [probs](std::size_t b) {
-    return probs.subspan(b * block, std::min(block, probs.size() - b * block));
-  });
+  return sample_in_blocks(blocks, total, gen, blocks_of(probs));
 }
 
 // Block sums of probs as exp_blocks forms them (float per block, double total); `blocks` may be
@@ -153,6 +181,27 @@ SPECDEC_ROW_KERNEL double block_sums(std::span<const float> probs, double* block
   }
   return total;
 }
+// sample() with the uniform draw in (0, 1) from `draw_u`, called once the total is known to be
+// good (tests pass a fixed point).
+template <class DrawU>
+token_id sample_with(std::span<const float> probs, DrawU&& draw_u) {
+  if (probs.empty())
+    throw std::domain_error("sample: probabilities must have a positive, finite total");
+  constexpr std::size_t on_stack = 256;
+  double stack[on_stack];
+  std::vector<double> heap;
+  const std::size_t nb = block_count(probs.size());
+  double* blocks = stack;
+  if (nb > on_stack) {
+    heap.resize(nb);
+    blocks = heap.data();
+  }
+  const double total = block_sums(probs, blocks);
+  check_total(total);
+  const double u = draw_u();
+  return draw_in_blocks(std::span<const double>(blocks, nb), total, u, blocks_of(probs));
+}
+
 }  // namespace detail
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -161,37 +210,27 @@ SPECDEC_ROW_KERNEL double block_sums(std::span<const float> probs, double* block
 
 /**
  * Draws a token from `probs` (non-negative, any positive total: it need not be normalised).
- * Inverse CDF: sums of blocks of 1024 values (vectorised, a fixed order), then a double running
- * sum inside the block that holds the draw, so the result depends only on the values and the
- * rng state. A token of probability 0 is never drawn. Throws std::domain_error if the total is
+ * Inverse CDF: sums of blocks of 1024 values (vectorised, a fixed order) choose the block, then
+ * a double running sum inside it, rescaled to the block's sum, chooses the token, so the result
+ * depends only on the values and the rng state, and every token of a block is drawn with its
+ * value's share of the block: the float rounding of a block sum (relative error at most
+ * detail::block_sum_depth * 2^-24, about 1e-7 typically) scales the whole block alike and never
+ * favours or starves the tokens at its end. A token of probability 0 is never drawn. Throws std::domain_error if the total is
  * not positive and finite. Reads the row once plus one block; O(V). Allocates
  * detail::block_count(V) doubles when V > 256 Ki.
  */
 inline token_id sample(std::span<const float> probs, rng& gen) {
-  if (probs.empty())
-    throw std::domain_error("sample: probabilities must have a positive, finite total");
-  constexpr std::size_t on_stack = 256;
-  double stack[on_stack];
-  std::vector<double> heap;
-  const std::size_t nb = detail::block_count(probs.size());
-  double* blocks = stack;
-  if (nb > on_stack) {
-    heap.resize(nb);
-    blocks = heap.data();
-  }
-  const double total = detail::block_sums(probs, blocks);
-  return detail::sample_in_blocks(probs, std::span<const double>(blocks, nb), total, gen);
+  return detail::sample_with(probs, [&gen] { return gen.uniform_open(); });
 }
 
-/// Below this mass a residual max(0, p - q) is rounding noise. The rejection that needs the
-/// residual happens with probability equal to its mass, so the fallback to p costs at most
-/// about residual_noise_floor of total variation.
-inline constexpr double residual_noise_floor = 1e-6;
-
 /**
- * out = max(0, p - q), the distribution a rejected draft token is corrected from (unnormalised;
- * sample() accepts that). If its mass rounds to zero (p and q equal up to float noise), out = p.
- * Returns the mass used, summed like sample() sums (detail::block_sums). O(V).
+ * out = max(0, p - q): the distribution the target's token is drawn from after a draft x drawn
+ * from q was rejected (unnormalised; sample() accepts that). A rejection needs p(x) < q(x), so
+ * out(x) = 0: the rejected token is never drawn from it, however small the rest. Returns out's
+ * mass, summed as sample() sums it (detail::block_sums). Only when that mass is 0 (p <= q at
+ * every token, which exactly normalised rows rule out: rounding can leave sum(p) below sum(q),
+ * and a rejection then has probability at most sum(q) - sum(p)) is out = p, and its mass is
+ * returned. Throws std::invalid_argument for sizes that differ. O(V).
  */
 inline double residual(std::span<const float> p, std::span<const float> q, std::span<float> out) {
   if (p.size() != q.size() || out.size() != p.size())
@@ -201,23 +240,29 @@ inline double residual(std::span<const float> p, std::span<const float> q, std::
     out[i] = d > 0.0f ? d : 0.0f;
   }
   const double mass = detail::block_sums(out, nullptr);
-  if (mass > residual_noise_floor) return mass;
+  if (mass > 0.0) return mass;
   std::copy(p.begin(), p.end(), out.begin());
   return detail::block_sums(out, nullptr);
 }
 
-/// residual() for a one-hot q at `token`: p with that token removed (falls back to p likewise).
+/**
+ * residual() for q one-hot at `token` (a deterministic draft): out = p without that token,
+ * computed exactly (no subtraction). Only when `token` is p's only token of positive value (then
+ * p(token) rounded below 1 let the rejection happen, and it is the one token p can give) is
+ * out = p. A token outside [0, V) leaves out = p. Returns out's mass as residual() does.
+ * Throws std::invalid_argument for sizes that differ. O(V).
+ */
 inline double residual_one_hot(std::span<const float> p, token_id token, std::span<float> out) {
   if (out.size() != p.size()) throw std::invalid_argument("residual: p and out sizes differ");
   std::copy(p.begin(), p.end(), out.begin());
-  const double total = detail::block_sums(out, nullptr);
-  if (token >= 0 && static_cast<std::size_t>(token) < out.size()) {
-    const double removed = out[static_cast<std::size_t>(token)];
-    if (total - removed <= residual_noise_floor) return total;  // as residual(): keep p
-    out[static_cast<std::size_t>(token)] = 0.0f;
-    return total - removed;
-  }
-  return total;
+  if (token < 0 || static_cast<std::size_t>(token) >= out.size())
+    return detail::block_sums(out, nullptr);
+  const auto x = static_cast<std::size_t>(token);
+  out[x] = 0.0f;
+  const double mass = detail::block_sums(out, nullptr);
+  if (mass > 0.0) return mass;
+  out[x] = p[x];
+  return detail::block_sums(out, nullptr);
 }
 
 }  // namespace specdec

@@ -45,9 +45,10 @@ struct block_workspace {
  * a weight w_0 = 1, w_i = min(1, w_{i-1} p_i(x_i) / q_i(x_i)); for i < n the stop score
  * h_i = r_i / (r_i + 1 - w_i) with r_i = sum_y max(0, w_i p_{i+1}(y) - q_{i+1}(y)), and h_n = w_n.
  * One uniform draw per i; the kept length is the last i whose draw falls below h_i (0 if none).
- * `next` is drawn from norm(max(0, w_k p_{k+1} - q_{k+1})) for a kept length k < n (from p_{k+1}
- * if that mass rounds to zero, a measure-zero event in exact arithmetic), or from the last row
- * when all n drafts are kept. Once a weight is 0 no later prefix can be kept and the scan stops.
+ * `next` is drawn from norm(max(0, w_k p_{k+1} - q_{k+1})) for a kept length k < n, however
+ * small its mass (from p_{k+1} only if the mass is 0, which exact arithmetic rules out: a stop
+ * at k < n has r_k > 0, and stopping at 0 with an empty residual needs p_1 <= q_1 everywhere),
+ * or from the last row when all n drafts are kept. Once a weight is 0 no later prefix can be kept and the scan stops.
  *
  * One-hot drafts: token-wise verification already keeps the longest prefix any lossless verifier
  * can keep (a prefix is emitted with at most the target's probability of it), so block
@@ -163,9 +164,8 @@ inline verify_result verify_block(logits_view target, std::span<const token_id> 
            Eigen::Map<const Eigen::ArrayXf>(p.data(), static_cast<Eigen::Index>(v)) -
        Eigen::Map<const Eigen::ArrayXf>(qk.data(), static_cast<Eigen::Index>(v)))
           .max(0.0f);
-  if (detail::block_sums(ws.residual, nullptr) > residual_noise_floor)
-    return {kept, sample(ws.residual, gen)};
-  return {kept, sample(p, gen)};
+  if (detail::block_sums(ws.residual, nullptr) > 0.0) return {kept, sample(ws.residual, gen)};
+  return {kept, sample(p, gen)};  // empty: only reachable by rounding (see the comment above)
 }
 
 /// verify_block with a temporary workspace.

@@ -49,10 +49,15 @@ inline std::span<const float> row_of(const logits_view& m, std::size_t i) {
   return {m.row(static_cast<Eigen::Index>(i)).data(), static_cast<std::size_t>(m.cols())};
 }
 
+// x <- x / mass for every value, in double: a mass below 1 / FLT_MAX has an inverse no float holds.
+inline void normalise(std::span<float> x, double mass) {
+  const double inv = 1.0 / mass;
+  for (float& v : x) v = static_cast<float>(static_cast<double>(v) * inv);
+}
+
 // p <- norm(scratch) where scratch holds an unnormalised residual of `mass`; swaps buffers.
 inline void take_residual(tree_verify_workspace& ws, double mass) {
-  const auto inv = static_cast<float>(1.0 / mass);
-  for (float& x : ws.scratch) x *= inv;
+  normalise(ws.scratch, mass);
   std::swap(ws.p, ws.scratch);
 }
 
@@ -66,19 +71,25 @@ inline std::int32_t choose_child(const token_tree& tree, std::size_t node, const
   std::span<const float> q_row;
   if (draw != candidate_draw::deterministic) q_row = row_of(q, node);
   if (draw == candidate_draw::without_replacement) ws.q.assign(q_row.begin(), q_row.end());
-  double mass = 1.0;  // deterministic: the total of ws.p (warp normalises it)
+  // Deterministic: ws.p stays unnormalised with total `mass` (summed as sample() sums it), so
+  // that removing a rejected x is O(1), not a pass over V.
+  double mass = draw == candidate_draw::deterministic ? block_sums(ws.p, nullptr) : 1.0;
   for (const std::int32_t child : kids) {
     const token_id x = tree.token(static_cast<std::size_t>(child));
     const auto xi = static_cast<std::size_t>(x);
     const double px = ws.p[xi];
     switch (draw) {
       case candidate_draw::deterministic: {
-        // ws.p stays unnormalised with total `mass`: removing x is O(1), not a pass over V.
         if (gen.uniform_open() * mass < px) return child;
-        if (mass - px <= residual_noise_floor) break;  // as residual_one_hot: keep p
+        if (!(px > 0.0)) break;  // nothing to remove (a zero token, or a duplicate)
         ws.p[xi] = 0.0f;
-        mass -= px;
-        if (mass < 1e-3) mass = block_sums(ws.p, nullptr);  // small remainders: no cancellation
+        // A small remainder is summed again rather than left to cancellation.
+        const double rest = mass - px < 1e-3 ? block_sums(ws.p, nullptr) : mass - px;
+        if (!(rest > 0.0)) {  // x was p's only token: the one p can give (as residual_one_hot)
+          ws.p[xi] = static_cast<float>(px);
+          return -1;
+        }
+        mass = rest;
         break;
       }
       case candidate_draw::iid: {
@@ -100,8 +111,7 @@ inline std::int32_t choose_child(const token_tree& tree, std::size_t node, const
               "verify_tree: node " + std::to_string(child) + " proposes token " +
               std::to_string(x) + ", which q(" + std::to_string(node) +
               ") minus the earlier candidates gives probability 0 (drawn twice, or not from q)");
-        const auto inv = static_cast<float>(1.0 / mass);
-        for (float& v : ws.q) v *= inv;
+        normalise(ws.q, mass);
         if (gen.uniform_open() * static_cast<double>(ws.q[xi]) < px) return child;
         take_residual(ws, residual(ws.p, ws.q, ws.scratch));  // p <- norm(max(0, p - q_j))
         ws.q[xi] = 0.0f;                                      // q_{j+1}: x_j removed
@@ -131,8 +141,9 @@ inline std::int32_t choose_child(const token_tree& tree, std::size_t node, const
  *   u < p(x) / q_j(x); else p <- norm(max(0, p - q_j)).
  *   deterministic: accept when u < p(x); else p <- p without x, renormalised.
  *   u is uniform in (0, 1) and the test strict, so p(x) = 0 is never accepted (a duplicate of a
- *   rejected token has p(x) = 0 in the residual). A residual whose mass rounds to zero falls
- *   back to the current p (see residual()).
+ *   rejected token has p(x) = 0 in the residual). A residual is used however small its mass, so a
+ *   rejected candidate is never emitted; only an empty one (which exact arithmetic rules out)
+ *   falls back to the current p (see residual() and residual_one_hot()).
  * - sp.temperature == 0: greedy walk, following the first child equal to the argmax (lowest id
  *   on ties); `next` is the argmax at the stop node. `draw` and `q` are then not read.
  *

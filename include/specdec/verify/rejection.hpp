@@ -36,8 +36,9 @@ struct rejection_workspace {
  *
  * For draft x at row i, with p = warp(target row i, sp): draw u uniform in (0, 1) and accept when
  * u < p(x) / q(x) (strictly, so a token with p(x) = 0 is never accepted). On the first rejection
- * the result's `next` is drawn from norm(max(0, p - q)) (for one-hot q: p without x); if its mass
- * rounds to zero it is drawn from p. If every draft is accepted, `next` is drawn from the last
+ * the result's `next` is drawn from norm(max(0, p - q)) (for one-hot q: p without x), however
+ * small its mass, so a rejected draft is never emitted (see residual() and residual_one_hot()
+ * for the one case exact arithmetic rules out, an empty residual). If every draft is accepted, `next` is drawn from the last
  * row's p. The emitted tokens are then distributed exactly as sampling the target alone.
  * With sp.temperature == 0 this is verify_greedy. Throws std::invalid_argument for a draft token
  * outside [0, V) or with q(x) = 0 (it cannot have been drawn from q), std::domain_error for NaN
