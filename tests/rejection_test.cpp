@@ -248,3 +248,53 @@ TEST_CASE("rejection: a rejected draft is never emitted, however small the resid
     }
   }
 }
+
+TEST_CASE("rejection: a 152k-token row with its likely tokens at block boundaries") {
+  // The likely tokens sit on both sides of the 1024-value blocks of sample() and the row kernels
+  // (and at the row's end, in a partial block), among a tail of 150k unlikely ones; q moves mass
+  // between them, so drafts are rejected often and the residual is drawn across blocks.
+  const std::size_t v = 151936;
+  specdec::rng g(7);
+  std::vector<std::size_t> likely;
+  for (std::size_t b = 1024; b < v; b += 1024 * 15) {
+    likely.push_back(b - 1);
+    likely.push_back(b);
+  }
+  likely.push_back(v - 1);
+  row_matrix target(2, static_cast<Eigen::Index>(v)), draft_logits(1, static_cast<Eigen::Index>(v));
+  for (std::size_t j = 0; j < v; ++j)
+    for (Eigen::Index r = 0; r < 2; ++r) target(r, static_cast<Eigen::Index>(j)) = -4.0f;
+  draft_logits.setConstant(-4.0f);
+  for (std::size_t i = 0; i < likely.size(); ++i) {
+    const auto c = static_cast<Eigen::Index>(likely[i]);
+    target(0, c) = static_cast<float>(6.0 + 2.0 * g.uniform_open());
+    target(1, c) = static_cast<float>(6.0 + 2.0 * g.uniform_open());
+    draft_logits(0, c) = static_cast<float>(6.0 + 2.0 * g.uniform_open());
+  }
+  specdec::sampling_params sp;
+  sp.temperature = 1.0f;
+  std::vector<float> p0(v), qf(v);
+  specdec::warp(std::span<const float>(target.row(0).data(), v), sp, p0);
+  specdec::warp(std::span<const float>(draft_logits.row(0).data(), v), sp, qf);
+  row_matrix q(1, static_cast<Eigen::Index>(v));
+  for (std::size_t j = 0; j < v; ++j) q(0, static_cast<Eigen::Index>(j)) = qf[j];
+  const logits_view tv(target.data(), 2, static_cast<Eigen::Index>(v));
+  const logits_view qv(q.data(), 1, static_cast<Eigen::Index>(v));
+  specdec::rng draft_rng(5), verify_rng(6);
+  specdec::rejection_workspace ws;
+  // Cells: each likely token, and the tail as one.
+  std::vector<std::size_t> counts(likely.size() + 1);
+  std::vector<double> expected(likely.size() + 1, 0.0);
+  std::vector<std::size_t> cell(v, likely.size());
+  for (std::size_t i = 0; i < likely.size(); ++i) cell[likely[i]] = i;
+  for (std::size_t j = 0; j < v; ++j) expected[cell[j]] += p0[j];
+  const int trials = 2000;
+  for (int t = 0; t < trials; ++t) {
+    const token_id x = specdec::sample(qf, draft_rng);
+    const auto r = specdec::verify_rejection(tv, std::span(&x, 1), qv, sp, verify_rng, ws);
+    counts[cell[static_cast<std::size_t>(r.accepted ? x : r.next)]]++;
+  }
+  const auto c = specdec::test::chi_square(counts, expected);
+  INFO(c.describe() << "; tail mass " << expected.back());
+  CHECK(c.pass());
+}
