@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "support/cells_tree_model.hpp"
 #include "support/chi_square.hpp"
 #include "support/exact_joint.hpp"
+#include "support/scripted_tree_drafter.hpp"
 #include "support/table_model.hpp"
 #include "support/tree_table_model.hpp"
 
@@ -19,6 +21,9 @@ using specdec::candidate_draw;
 using specdec::token_id;
 using specdec::test::table_model;
 using specdec::test::table_model_options;
+using specdec::test::cells_tree_model;
+using specdec::test::scripted_tree_drafter;
+using specdec::test::tree_fault;
 using specdec::test::tree_table_model;
 
 const std::vector<std::vector<std::size_t>> shapes = {{2, 2}, {3, 1, 1}, {4, 2}, {4, 2, 2}};
@@ -163,4 +168,103 @@ TEST_CASE("decoder trees: bad tree options are refused with the field named") {
   o.tree_draw = candidate_draw::without_replacement;
   o.max_new_tokens = 20;
   CHECK(decoder.generate(prompt, o).tokens.size() == 20);
+}
+
+TEST_CASE("decoder trees: a draft that breaks the TreeDrafter contract is refused before the target") {
+  const table_model_options t{.vocab_size = 6, .order = 3, .seed = 8};
+  tree_table_model target(t);
+  scripted_tree_drafter drafter(6);
+  specdec::speculative_decoder decoder(target, drafter);
+  const std::vector<token_id> prompt{1, 2, 3};
+  specdec::generate_options o;
+  o.max_new_tokens = 20;
+  o.tree = {2, 2};
+  o.sampling.temperature = 0.9f;
+  const auto refused = [&](tree_fault fault, bool deterministic, const std::string& message) {
+    drafter.fault = fault;
+    drafter.deterministic = deterministic;
+    decoder.start(prompt, o);
+    const std::size_t held = target.size();
+    REQUIRE_THROWS_WITH(decoder.step(), message);
+    CHECK(target.size() == held);
+    CHECK(target.tree_calls() == 0);
+    CHECK(drafter.tree_calls == 1);
+    // The decoder is still usable: an honest drafter decodes as the target alone would.
+    drafter.fault = tree_fault::none;
+    specdec::generate_options greedy = o;
+    greedy.sampling.temperature = 0.0f;
+    table_model reference(t);
+    const auto plain = specdec::generate_autoregressive(reference, prompt, greedy);
+    const auto r = decoder.generate(prompt, greedy);
+    CHECK(r.tokens == plain.tokens);
+    CHECK(target.tree_calls() > 0);
+  };
+  SECTION("q with V - 1 columns") {
+    refused(tree_fault::q_short_columns, false,
+            "drafter: a sampled tree's q must be tree.size() x vocab_size = 7 x 6, is 7 x 5");
+  }
+  SECTION("q with too few rows") {
+    refused(tree_fault::q_short_rows, false,
+            "drafter: a sampled tree's q must be tree.size() x vocab_size = 7 x 6, is 6 x 6");
+  }
+  SECTION("a deterministic draw with q rows") {
+    refused(tree_fault::deterministic_with_rows, true,
+            "drafter: a deterministic tree must have no q rows, has 7");
+  }
+  SECTION("a draw that is not a candidate_draw") {
+    refused(tree_fault::bad_draw, false,
+            "drafter: the tree's draw is not iid, without_replacement or deterministic");
+  }
+  SECTION("a root that is not the last token") {
+    refused(tree_fault::wrong_root, false,
+            "drafter: the tree's root must be the last history token");
+  }
+  SECTION("deeper than asked") {
+    refused(tree_fault::too_deep, false, "drafter: the tree is deeper than requested");
+  }
+  SECTION("more children than the branching allows") {
+    refused(tree_fault::too_wide, false,
+            "drafter: tree node 0 at depth 0 has 3 children, more than branching[0] = 2");
+  }
+  SECTION("equal siblings drawn without replacement") {
+    refused(tree_fault::duplicate_siblings, false,
+            "drafter: tree nodes 1 and 2 are siblings with the same token 0, which "
+            "without_replacement cannot draw");
+  }
+}
+
+TEST_CASE("decoder trees: near a full context the tree's nodes, not only its depth, fit the room") {
+  // 2x2x2 is 15 nodes; a model of 24 cells (each pending node takes one) runs out of room for
+  // it while there is still room for its depth.
+  const table_model_options t{.vocab_size = 8, .order = 3, .seed = 8, .max_size = 24};
+  const table_model_options d{.vocab_size = 8, .order = 3, .seed = 8, .mix = 0.4f, .mix_seed = 3};
+  const std::vector<token_id> prompt{4, 1, 7, 2, 5, 3};
+  specdec::generate_options o;
+  o.max_new_tokens = 100;
+  o.sampling.temperature = 0.0f;
+  table_model reference(t);
+  const auto plain = specdec::generate_autoregressive(reference, prompt, o);
+  REQUIRE(plain.reason == specdec::stop_reason::context_full);
+  o.tree = {2, 2, 2};
+  SECTION("model drafter") {
+    cells_tree_model target(t);
+    table_model draft_model(d);
+    specdec::model_drafter drafter(draft_model);
+    specdec::speculative_decoder decoder(target, drafter);
+    specdec::generate_result r;
+    REQUIRE_NOTHROW(r = decoder.generate(prompt, o));
+    CHECK(r.reason == specdec::stop_reason::context_full);
+    CHECK(r.tokens == plain.tokens);
+    CHECK(target.tree_calls() > 0);
+  }
+  SECTION("a drafter that always drafts the full shape") {
+    cells_tree_model target(t);
+    scripted_tree_drafter drafter(8);
+    drafter.deterministic = true;
+    specdec::speculative_decoder decoder(target, drafter);
+    specdec::generate_result r;
+    REQUIRE_NOTHROW(r = decoder.generate(prompt, o));
+    CHECK(r.reason == specdec::stop_reason::context_full);
+    CHECK(r.tokens == plain.tokens);
+  }
 }

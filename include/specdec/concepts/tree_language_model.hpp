@@ -30,8 +30,16 @@ namespace specdec {
  * - `commit(path)`: `path` lists node indices of the pending tree from a root down, each node's
  *   parent being the previous entry (may be empty). The context becomes the old context plus
  *   those tokens, exactly as if they had been `append`ed; every other node is dropped.
+ * - Capacity: `max_size()`, when the model has one (see LanguageModel), bounds the committed
+ *   context plus every node of a pending tree: `append_tree` of n nodes is within it when
+ *   `size() + n <= max_size()`, so an engine that keeps each node in a cache cell of its own
+ *   (llama.cpp's n_ctx) never has to refuse a call the decoder makes. The decoder keeps every call
+ *   within that bound: near a full context it drafts a smaller tree (the levels of the shape
+ *   whose nodes all fit), and a generation that reaches max_size() ends with
+ *   stop_reason::context_full. An engine may accept more (one that bounds only positions needs
+ *   `size() + depth + 1 <= max_size()` for its deepest node, as examples/llama2c does).
  * - Bad input (token outside [0, V), a parent that is not earlier, a path that is not a chain,
- *   capacity) throws and leaves the context as it was before the call.
+ *   a tree beyond the capacity) throws and leaves the context as it was before the call.
  *
  * Models that only model LanguageModel still work in every decoder through a slower fallback
  * that evaluates each root-to-leaf path with append/truncate.

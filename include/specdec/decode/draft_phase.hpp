@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/concepts/tree_drafter.hpp"
@@ -37,15 +40,91 @@ inline std::size_t depth_within(std::span<const std::size_t> shape, std::size_t 
   return fit;
 }
 
+/// Throws std::invalid_argument unless the tree s.tree drafted for `shape` keeps the TreeDrafter
+/// contract and can be verified: its root is the last history token, it is no deeper than
+/// `shape` and no node at depth d has more than shape[d] children (so it has no more nodes than
+/// the full shape), its tokens are in the vocabulary, its draw is a candidate_draw, q has no rows
+/// for a deterministic draw and tree.size() x vocab rows otherwise, every sampled child has
+/// q > 0 in its parent's row and children drawn without replacement are distinct. O(nodes),
+/// O(k log k) for a node of k > 32 children drawn without replacement.
+inline void check_tree_draft(const sequence_state& s, std::span<const std::size_t> shape) {
+  const tree_draft& td = s.tree;
+  const token_tree& tree = td.tree;
+  const auto fail = [](const std::string& why) { throw std::invalid_argument("drafter: " + why); };
+  if (tree.token(0) != s.history.back()) fail("the tree's root must be the last history token");
+  if (tree.max_depth() > shape.size()) fail("the tree is deeper than requested");
+  for (std::size_t i = 0; i < tree.size(); ++i) {
+    const auto d = static_cast<std::size_t>(tree.depth(i));
+    const std::size_t kids = tree.num_children(i);
+    if (kids > 0 && kids > shape[d])
+      fail("tree node " + std::to_string(i) + " at depth " + std::to_string(d) + " has " +
+           std::to_string(kids) + " children, more than branching[" + std::to_string(d) +
+           "] = " + std::to_string(shape[d]));
+  }
+  for (std::size_t i = 1; i < tree.size(); ++i) check_draft_token(s, tree.token(i));
+  const std::size_t v = s.vocab;
+  const auto rows = static_cast<std::size_t>(td.q.rows());
+  const auto cols = static_cast<std::size_t>(td.q.cols());
+  switch (td.draw) {
+    case candidate_draw::deterministic:
+      if (rows != 0)
+        fail("a deterministic tree must have no q rows, has " + std::to_string(rows));
+      return;
+    case candidate_draw::iid:
+    case candidate_draw::without_replacement:
+      break;
+    default:
+      fail("the tree's draw is not iid, without_replacement or deterministic");
+  }
+  if (rows != tree.size() || cols != v)
+    fail("a sampled tree's q must be tree.size() x vocab_size = " + std::to_string(tree.size()) +
+         " x " + std::to_string(v) + ", is " + std::to_string(rows) + " x " +
+         std::to_string(cols));
+  for (std::size_t i = 1; i < tree.size(); ++i) {
+    const auto p = static_cast<Eigen::Index>(tree.parent(i));
+    const token_id t = tree.token(i);
+    if (!(td.q(p, t) > 0.0f))
+      fail("tree node " + std::to_string(i) + " proposes token " + std::to_string(t) +
+           ", which its parent's q row (node " + std::to_string(p) +
+           ") gives probability 0: a candidate must be drawn from that row");
+  }
+  if (td.draw != candidate_draw::without_replacement) return;
+  const auto same_token = [&](std::size_t a, std::size_t b) {
+    fail("tree nodes " + std::to_string(a) + " and " + std::to_string(b) +
+         " are siblings with the same token " + std::to_string(tree.token(a)) +
+         ", which without_replacement cannot draw");
+  };
+  std::vector<std::pair<token_id, std::int32_t>> sorted;
+  for (std::size_t i = 0; i < tree.size(); ++i) {
+    const node_range kids = tree.children(i);
+    if (kids.size() <= 32) {
+      for (std::size_t a = 0; a < kids.size(); ++a)
+        for (std::size_t b = a + 1; b < kids.size(); ++b)
+          if (tree.token(static_cast<std::size_t>(kids[a])) ==
+              tree.token(static_cast<std::size_t>(kids[b])))
+            same_token(static_cast<std::size_t>(kids[a]), static_cast<std::size_t>(kids[b]));
+      continue;
+    }
+    sorted.clear();
+    for (const std::int32_t c : kids) sorted.emplace_back(tree.token(static_cast<std::size_t>(c)), c);
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t k = 1; k < sorted.size(); ++k)
+      if (sorted[k].first == sorted[k - 1].first)
+        same_token(static_cast<std::size_t>(sorted[k - 1].second),
+                   static_cast<std::size_t>(sorted[k].second));
+  }
+}
+
 /**
  * Drafts this step of s (a running sequence) with `drafter`, at most `max_k` draft positions
  * (the batch decoder's K policy; the options' K or tree otherwise) and at most `max_rows` rows
- * to score (the batch model's max_batch_tokens(); for a tree, the depth is cut to the levels
- * whose full width fits). Afterwards
+ * to score (the batch model's max_batch_tokens()). A tree's depth is cut to the levels whose
+ * full shape fits all three bounds: those rows, the room the target's max_size() leaves (the
+ * context plus every node of the tree, see TreeLanguageModel) and max_tree_nodes. Afterwards
  * s.score_tokens() / s.score_parents() say what to score and s.logits has room for the rows.
- * Throws std::invalid_argument for a draft that is out of the vocabulary, a tree whose root is
- * not the last token or deeper than asked, or q rows of the wrong shape; whatever the drafter
- * throws propagates. The model is not touched either way.
+ * Throws std::invalid_argument for a draft that breaks the Drafter or TreeDrafter contract (see
+ * check_tree_draft; a chain: a token out of the vocabulary, q rows of the wrong shape); whatever
+ * the drafter throws propagates. The model is not touched either way.
  */
 template <class Draft>
 void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_cast<std::size_t>(-1),
@@ -58,22 +137,21 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
   if constexpr (TreeDrafter<Draft>) s.tree_step = !s.options.tree.empty();
   if (s.tree_step) {
     if constexpr (TreeDrafter<Draft>) {
-      const std::size_t depth = depth_within(
-          s.options.tree, std::min({s.options.tree.size(), s.draft_budget(), max_k}), max_rows);
+      // The model holds history.size() - 1 tokens; a tree's nodes are pending on top of them.
+      const std::size_t room = s.capacity - (s.history.size() - 1);
+      const std::size_t depth =
+          depth_within(s.options.tree, std::min({s.options.tree.size(), s.draft_budget(), max_k}),
+                       std::min({max_rows, room, max_tree_nodes}));
+      const auto shape = std::span<const std::size_t>(s.options.tree).first(depth);
       tree_draft& td = s.tree;
       if (depth > 0) {
-        drafter.propose_tree(s.history, std::span<const std::size_t>(s.options.tree).first(depth),
-                             s.options.sampling, s.gen, s.options.tree_draw, td);
+        drafter.propose_tree(s.history, shape, s.options.sampling, s.gen, s.options.tree_draw, td);
       } else {
         td.tree = token_tree(s.history.back());
         td.q.resize(0, static_cast<Eigen::Index>(v));
         td.draw = candidate_draw::deterministic;
       }
-      if (td.tree.token(0) != s.history.back())
-        throw std::invalid_argument("drafter: the tree's root must be the last history token");
-      if (td.tree.max_depth() > depth)
-        throw std::invalid_argument("drafter: the tree is deeper than requested");
-      for (std::size_t i = 1; i < td.tree.size(); ++i) check_draft_token(s, td.tree.token(i));
+      check_tree_draft(s, shape);
       s.positions = td.tree.max_depth();
       s.nodes = td.tree.size() - 1;
     }
@@ -85,7 +163,10 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
     for (std::size_t i = 0; i < n; ++i) check_draft_token(s, s.chain.tokens[i]);
     if (!s.chain.deterministic() && (static_cast<std::size_t>(s.chain.q.rows()) < n ||
                                      static_cast<std::size_t>(s.chain.q.cols()) != v))
-      throw std::invalid_argument("drafter: q must have one row of vocab_size per draft token");
+      throw std::invalid_argument("drafter: q must have one row of vocab_size = " +
+                                  std::to_string(v) + " per draft token (" + std::to_string(n) +
+                                  "), is " + std::to_string(s.chain.q.rows()) + " x " +
+                                  std::to_string(s.chain.q.cols()));
     s.feed.assign(1, s.history.back());
     s.feed.insert(s.feed.end(), s.chain.tokens.begin(),
                   s.chain.tokens.begin() + static_cast<std::ptrdiff_t>(n));
