@@ -180,7 +180,7 @@ TEST_CASE("decoder trees: a draft that breaks the TreeDrafter contract is refuse
   o.max_new_tokens = 20;
   o.tree = {2, 2};
   o.sampling.temperature = 0.9f;
-  const auto refused = [&](tree_fault fault, bool deterministic, const std::string& message) {
+  const auto refused = [&](tree_fault fault, bool deterministic, const auto& message) {
     drafter.fault = fault;
     drafter.deterministic = deterministic;
     decoder.start(prompt, o);
@@ -231,6 +231,39 @@ TEST_CASE("decoder trees: a draft that breaks the TreeDrafter contract is refuse
             "drafter: tree nodes 1 and 2 are siblings with the same token 0, which "
             "without_replacement cannot draw");
   }
+  SECTION("a sampled child its parent's q row cannot give") {
+    refused(tree_fault::zero_q_child, false,
+            Catch::StartsWith("drafter: tree node 1 proposes token ") &&
+                Catch::EndsWith(", which its parent's q row (node 0) gives probability 0: a "
+                                "candidate must be drawn from that row"));
+  }
+}
+
+TEST_CASE("decoder: a sampled chain's q of the wrong shape is refused before the target") {
+  const table_model_options t{.vocab_size = 6, .order = 3, .seed = 8};
+  tree_table_model target(t);
+  scripted_tree_drafter drafter(6);
+  specdec::speculative_decoder decoder(target, drafter);
+  const std::vector<token_id> prompt{1, 2, 3};
+  specdec::generate_options o;
+  o.draft_length = 3;
+  o.sampling.temperature = 0.9f;
+  SECTION("V - 1 columns") {
+    drafter.fault = tree_fault::chain_q_short_columns;
+    decoder.start(prompt, o);
+    REQUIRE_THROWS_WITH(decoder.step(),
+                        "drafter: q must have one row of vocab_size = 6 per draft token (3), is "
+                        "3 x 5");
+  }
+  SECTION("a row too few") {
+    drafter.fault = tree_fault::chain_q_short_rows;
+    decoder.start(prompt, o);
+    REQUIRE_THROWS_WITH(decoder.step(),
+                        "drafter: q must have one row of vocab_size = 6 per draft token (3), is "
+                        "2 x 6");
+  }
+  CHECK(target.size() == prompt.size() - 1);
+  CHECK(target.append_calls() == 1);  // the prompt's
 }
 
 TEST_CASE("decoder trees: near a full context the tree's nodes, not only its depth, fit the room") {

@@ -10,6 +10,7 @@
 
 #include <specdec/concepts/drafter.hpp>
 #include <specdec/math/rng.hpp>
+#include <specdec/math/sample.hpp>
 #include <specdec/math/sampling_params.hpp>
 #include <specdec/tree/token_tree.hpp>
 #include <specdec/tree/tree_draft.hpp>
@@ -27,6 +28,9 @@ enum class tree_fault {
   too_deep,                // one level deeper than asked
   too_wide,                // the root gets one child more than branching[0]
   duplicate_siblings,      // without_replacement with two equal siblings
+  zero_q_child,            // a sampled child whose token has q = 0 in its parent's row
+  chain_q_short_columns,   // a sampled chain whose q has V - 1 columns
+  chain_q_short_rows,      // a sampled chain whose q has a row fewer than its tokens
 };
 
 // Drafts the full shape `branching`: each node's children are drawn as `draw` asks from a
@@ -43,10 +47,19 @@ class scripted_tree_drafter {
   void reset() noexcept {}
   void accept(std::span<const token_id>) noexcept {}
 
-  // Chains: the first k tokens of 0, 1, ..., deterministic.
-  void propose(std::span<const token_id>, std::size_t k, const sampling_params&, rng&,
+  // Chains: the first k tokens of 0, 1, ..., deterministic; with a chain fault, k draws from a
+  // uniform q of the wrong shape.
+  void propose(std::span<const token_id>, std::size_t k, const sampling_params&, rng& gen,
                draft& out) {
     out.clear();
+    if (fault == tree_fault::chain_q_short_columns || fault == tree_fault::chain_q_short_rows) {
+      const std::vector<float> uniform(v_, 1.0f / static_cast<float>(v_));
+      for (std::size_t i = 0; i < k; ++i) out.tokens.push_back(sample(uniform, gen));
+      const auto rows = static_cast<Eigen::Index>(k) - (fault == tree_fault::chain_q_short_rows);
+      const auto cols = static_cast<Eigen::Index>(v_) - (fault == tree_fault::chain_q_short_columns);
+      out.q.setConstant(rows, cols, 1.0f / static_cast<float>(v_));
+      return;
+    }
     for (std::size_t i = 0; i < k; ++i) out.tokens.push_back(static_cast<token_id>(i % v_));
   }
 
@@ -92,6 +105,7 @@ class scripted_tree_drafter {
     if (fault == tree_fault::q_short_rows) rows -= 1;
     if (fault == tree_fault::q_short_columns) cols -= 1;
     out.q.setConstant(rows, cols, 1.0f / static_cast<float>(v_));
+    if (fault == tree_fault::zero_q_child) out.q(0, tree.token(1)) = 0.0f;
   }
 
  private:
