@@ -97,3 +97,45 @@ TEST_CASE("composed_drafter: greedy decoding through it equals plain greedy deco
   using lookups = specdec::composed_drafter<specdec::ngram_drafter, specdec::ngram_drafter>;
   STATIC_REQUIRE(!counts_model_calls<lookups>);
 }
+
+TEST_CASE("composed_drafter: the decoder's checks see every part") {
+  table_model target({.vocab_size = 6, .order = 2, .seed = 5, .scale = 3.0f});
+  std::vector<float> rows(3 * 6);
+  target.append(tokens{1, 2, 3}, rows);
+  specdec::ngram_drafter lookup({.min_ngram = 2});
+  SECTION("a fallback drafting with the target itself is refused; the target is untouched") {
+    specdec::model_drafter same(target);
+    specdec::composed_drafter both(lookup, same);
+    using both_t = decltype(both);
+    REQUIRE_THROWS_WITH((specdec::speculative_decoder<table_model, both_t>(target, both)),
+                        Catch::StartsWith("drafter.part[1]: the draft model is the target itself"));
+    CHECK(target.tokens().size() == 3);
+  }
+  SECTION("a fallback with another vocabulary is refused") {
+    table_model small({.vocab_size = 5});
+    specdec::model_drafter wrong(small);
+    specdec::composed_drafter both(lookup, wrong);
+    using both_t = decltype(both);
+    REQUIRE_THROWS_WITH((specdec::speculative_decoder<table_model, both_t>(target, both)),
+                        "drafter.part[1]: draft vocab_size 5 differs from the target's vocab_size 6");
+  }
+  SECTION("compositions are walked all the way down") {
+    specdec::ngram_drafter inner_lookup;
+    specdec::model_drafter same(target);
+    specdec::composed_drafter inner(inner_lookup, same);
+    specdec::composed_drafter outer(lookup, inner);
+    using outer_t = decltype(outer);
+    REQUIRE_THROWS_WITH((specdec::speculative_decoder<table_model, outer_t>(target, outer)),
+                        Catch::StartsWith("drafter.part[1].part[1]: the draft model is the target"));
+    CHECK(target.tokens().size() == 3);
+  }
+  SECTION("two parts drafting with one model are refused") {
+    table_model draft_model({.vocab_size = 6, .order = 2, .seed = 5, .mix = 0.3f});
+    specdec::model_drafter first(draft_model), second(draft_model);
+    specdec::composed_drafter both(first, second);
+    using both_t = decltype(both);
+    REQUIRE_THROWS_WITH((specdec::speculative_decoder<table_model, both_t>(target, both)),
+                        Catch::StartsWith("drafter.part[1]: its draft model is also "
+                                          "drafter.part[0]'s"));
+  }
+}

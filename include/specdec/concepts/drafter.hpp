@@ -48,6 +48,10 @@ struct draft {
  *   with no rows. `sp` is the warping the target uses; model drafters must apply the same.
  * - `propose` with k == 0 returns an empty draft. An exception leaves the drafter usable
  *   (at worst it re-synchronises on the next call).
+ * - Optional, read by the decoders' checks when a drafter joins: `d.vocab_size()` (must equal
+ *   the target's), `d.model()` (the draft model: neither the target itself nor another part's),
+ *   and `d.for_each_part(f)`, by which a drafter built of others (composed_drafter) calls
+ *   f(part) for each part so that the checks reach every part, at any depth.
  */
 template <class D>
 concept Drafter = requires(D& d, std::span<const token_id> history, std::size_t k,

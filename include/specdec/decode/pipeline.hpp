@@ -9,6 +9,8 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/concepts/language_model.hpp"
@@ -24,25 +26,63 @@
 
 namespace specdec::detail {
 
-/// Throws std::invalid_argument if `drafter` cannot draft for `model`: a different vocabulary,
-/// or a draft model that is the target object itself (they would overwrite each other's cache).
+// A callable that accepts any part: only used to ask whether a drafter has for_each_part.
+struct any_part {
+  template <class Part>
+  void operator()(Part&) const noexcept {}
+};
+
+/**
+ * Calls f(d, name) for `drafter` (named `name`) and, when it exposes its parts through the
+ * optional Drafter member for_each_part(f) (composed_drafter does), for every part at any depth,
+ * named name.part[i]. O(number of parts).
+ */
+template <class Draft, class F>
+void walk_drafter(Draft& drafter, const std::string& name, F& f) {
+  f(drafter, name);
+  if constexpr (requires { drafter.for_each_part(any_part{}); }) {
+    std::size_t i = 0;
+    drafter.for_each_part([&](auto& part) {
+      walk_drafter(part, name + ".part[" + std::to_string(i++) + "]", f);
+    });
+  }
+}
+
+/**
+ * Throws std::invalid_argument, naming the drafter or the part at fault ("drafter",
+ * "drafter.part[1]", ...), if `drafter` cannot draft for `model`: it or any of its parts has a
+ * vocab_size() other than the target's, drafts with the target object itself (they would
+ * overwrite each other's context), or shares its draft model with another part. Touches no
+ * model. O(parts^2).
+ */
 template <class Model, class Draft>
 void check_drafter_for(const Model& model, Draft& drafter) {
   const auto v = static_cast<std::size_t>(model.vocab_size());
-  if constexpr (requires { drafter.vocab_size(); }) {
-    const std::size_t dv = static_cast<std::size_t>(drafter.vocab_size());
-    if (dv != v)
-      throw std::invalid_argument("drafter: draft vocab_size " + std::to_string(dv) +
-                                  " differs from the target's vocab_size " + std::to_string(v));
-  }
-  if constexpr (requires {
-                  { &drafter.model() } -> std::convertible_to<const void*>;
-                }) {
-    if (static_cast<const void*>(&drafter.model()) == static_cast<const void*>(&model))
-      throw std::invalid_argument(
-          "drafter: the draft model is the target itself; both need their own context (use a "
-          "second instance, or a view with its own cache such as a layer-skip draft)");
-  }
+  std::vector<std::pair<const void*, std::string>> models;  // draft models seen, by whom
+  auto check = [&](auto& d, const std::string& name) {
+    if constexpr (requires { d.vocab_size(); }) {
+      const std::size_t dv = static_cast<std::size_t>(d.vocab_size());
+      if (dv != v)
+        throw std::invalid_argument(name + ": draft vocab_size " + std::to_string(dv) +
+                                    " differs from the target's vocab_size " + std::to_string(v));
+    }
+    if constexpr (requires {
+                    { &d.model() } -> std::convertible_to<const void*>;
+                  }) {
+      const void* m = static_cast<const void*>(&d.model());
+      if (m == static_cast<const void*>(&model))
+        throw std::invalid_argument(
+            name +
+            ": the draft model is the target itself; both need their own context (use a "
+            "second instance, or a view with its own cache such as a layer-skip draft)");
+      for (const auto& [seen, by] : models)
+        if (seen == m)
+          throw std::invalid_argument(name + ": its draft model is also " + by +
+                                      "'s; each draft model needs a context of its own");
+      models.emplace_back(m, name);
+    }
+  };
+  walk_drafter(drafter, "drafter", check);
 }
 
 /**

@@ -34,7 +34,9 @@ struct composed_options {
  * draft comes whole from one of them, with that drafter's q rows (none for the lookup), so
  * verification stays exact: greedy output equals plain greedy decoding and sampling is lossless.
  * Models specdec::Drafter. accept() and reset() reach both drafters; a drafter skipped on a step
- * resynchronises from the history on its next propose (both library drafters do).
+ * resynchronises from the history on its next propose (both library drafters do). Its parts are
+ * visible through for_each_part, so the decoders check them as they check a drafter alone
+ * (vocabulary, a draft model that is the target, a draft model shared by both parts).
  * Holds references: both drafters must outlive it. Not thread-safe.
  */
 template <class Lookup, class Fallback>
@@ -72,6 +74,14 @@ class composed_drafter {
   void reset() {
     lookup_.reset();
     fallback_.reset();
+  }
+
+  /// The optional Drafter member by which the decoders' checks reach the parts: calls
+  /// f(lookup) then f(fallback).
+  template <class F>
+  void for_each_part(F&& f) {
+    f(lookup_);
+    f(fallback_);
   }
 
   /// The fallback's draft-model calls, when it counts them (decode_stats::draft_model_calls).
