@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "specdec/concepts/drafter.hpp"
@@ -49,7 +50,10 @@ inline void top_tokens(std::span<const float> row, std::size_t k, std::vector<to
  *
  * The drafter owns the draft model's context: it remembers which tokens its cache holds and, on
  * each propose, rolls the cache back to the longest prefix still in the history (after a
- * rejection, that drops the rejected drafts) and feeds the missing tokens in one append.
+ * rejection, that drops the rejected drafts) and feeds the missing tokens in one append. The
+ * first propose after construction or reset() takes the model over as it finds it; after that,
+ * a model whose size is no longer what the drafter left in it was used by someone else (it is
+ * the target, or another drafter's), and propose throws std::logic_error without touching it.
  * Cost per propose: one append of the tokens the history gained, then k - 1 single-token appends.
  *
  * It also drafts token trees (TreeDrafter): level by level, each node at depth d gets k_{d+1}
@@ -68,14 +72,20 @@ class model_drafter {
 
   Model& model() noexcept { return model_; }
   std::size_t vocab_size() const { return static_cast<std::size_t>(model_.vocab_size()); }
-  /// Number of append calls made on the draft model since construction.
+  /// Number of calls that fed the draft model since construction: each append (one per leaf when
+  /// a tree level is evaluated path by path) and each append_tree.
   std::size_t model_calls() const noexcept { return calls_; }
 
   /// Starts a new sequence: nothing about the next history is assumed.
   /// The cached context is kept: the next propose compares it with the new history once (O(its
   /// length)) and keeps the common prefix, so a new prompt sharing a prefix with the last
-  /// sequence is not fed to the draft model again.
-  void reset() { verified_ = 0; }
+  /// sequence is not fed to the draft model again. If the draft model no longer holds what this
+  /// drafter left in it, the next propose takes it over as it finds it (empties it and starts
+  /// again) instead of reporting it.
+  void reset() {
+    verified_ = 0;
+    owned_ = false;
+  }
 
   /// Nothing to do: the next propose re-synchronises from the history in O(k).
   void accept(std::span<const token_id> /*committed*/) noexcept {}
@@ -138,9 +148,8 @@ class model_drafter {
       // Evaluate the tree grown so far, read the rows of its deepest level, drop the tree.
       tree_ = token_tree(tokens_, parents_);
       logits_.resize(tree_.size() * v);
-      evaluate_tree(model_, tree_, std::span<float>(logits_), eval_ws_);
-      commit_tree_path(model_, tree_, std::span<const std::int32_t>(), eval_ws_);
-      ++calls_;
+      calls_ += evaluate_tree(model_, tree_, std::span<float>(logits_), eval_ws_);
+      commit_tree_path(model_, tree_, std::span<const std::int32_t>(), eval_ws_);  // no call
       if (!sp.greedy()) out.q.conservativeResize(static_cast<Eigen::Index>(tree_.size()),
                                                   static_cast<Eigen::Index>(v));
       for (std::size_t node = level_begin; node < level_end; ++node) {
@@ -170,12 +179,24 @@ class model_drafter {
  private:
   // Rolls the draft's context back to its longest common prefix with `prefix` (O(length of the
   // part that changed)); the caller feeds what is missing. Returns the common length.
+  // The drafter can see that its model was used by someone else only through its size: between
+  // a reset() (or construction) and the first propose it takes the model over as it is (empties
+  // it when the size is not what it left); after that, a size other than what it left means a
+  // context shared with someone (the target, another drafter) and throws before touching it.
   std::size_t sync(std::span<const token_id> prefix) {
-    if (cached_.size() != static_cast<std::size_t>(model_.size())) {  // used elsewhere: start over
+    const auto held = static_cast<std::size_t>(model_.size());
+    if (held != cached_.size()) {
+      if (owned_)
+        throw std::logic_error("model_drafter: the draft model holds " + std::to_string(held) +
+                               " tokens, not the " + std::to_string(cached_.size()) +
+                               " this drafter left in it: something else used it (a draft "
+                               "model needs a context of its own; after reset() the drafter "
+                               "takes it over)");
       model_.truncate(0);
       cached_.clear();
       verified_ = 0;
     }
+    owned_ = true;
     // History only grows between resets (Drafter contract): what matched before still matches.
     const std::size_t limit = std::min(cached_.size(), prefix.size());
     std::size_t common = std::min(verified_, limit);
@@ -197,6 +218,7 @@ class model_drafter {
   Model& model_;
   std::vector<token_id> cached_;  // the tokens in the draft model's context, in lockstep with it
   std::size_t verified_ = 0;      // cached_[0, verified_) is known to equal the history
+  bool owned_ = false;            // proposed since construction or reset(): the size is ours
   std::vector<float> logits_;
   warp_workspace ws_;
   std::size_t calls_ = 0;

@@ -61,10 +61,11 @@ inline void check_commit_path(const token_tree& tree, std::span<const std::int32
  * LanguageModel contract (append after truncate equals a fresh context). Cost: one append call
  * per leaf and every node fed exactly once, tree.size() tokens in all. Afterwards the context is
  * unchanged (the tree is "pending" as with append_tree); on an exception it is truncated back to
- * where it was. `logits.size()` must be tree.size() * V.
+ * where it was. `logits.size()` must be tree.size() * V. Returns the number of append calls made
+ * (the tree's leaves), for callers that count model calls.
  */
 template <LanguageModel M>
-void evaluate_tree_by_paths(M& model, const token_tree& tree, std::span<float> logits,
+std::size_t evaluate_tree_by_paths(M& model, const token_tree& tree, std::span<float> logits,
                             tree_eval_workspace& ws) {
   const std::size_t v = static_cast<std::size_t>(model.vocab_size());
   detail::check_tree_logits(tree, v, logits.size(), "evaluate_tree_by_paths");
@@ -74,6 +75,7 @@ void evaluate_tree_by_paths(M& model, const token_tree& tree, std::span<float> l
   path.clear();
   pending.assign(1, 0);
   std::size_t held = 0;  // leading entries of `path` the model holds after `base`
+  std::size_t calls = 0;
   try {
     while (!pending.empty()) {
       const auto node = static_cast<std::size_t>(pending.back());
@@ -92,6 +94,7 @@ void evaluate_tree_by_paths(M& model, const token_tree& tree, std::span<float> l
         ws.tokens[k] = tree.token(static_cast<std::size_t>(path[held + k]));
       ws.logits.resize(n * v);
       model.append(std::span<const token_id>(ws.tokens), std::span<float>(ws.logits));
+      ++calls;
       for (std::size_t k = 0; k < n; ++k)
         std::copy_n(ws.logits.begin() + static_cast<std::ptrdiff_t>(k * v), v,
                     logits.begin() + static_cast<std::ptrdiff_t>(
@@ -103,6 +106,7 @@ void evaluate_tree_by_paths(M& model, const token_tree& tree, std::span<float> l
     if (static_cast<std::size_t>(model.size()) > base) model.truncate(base);
     throw;
   }
+  return calls;
 }
 
 /**
@@ -128,25 +132,27 @@ void commit_tree_path_by_append(M& model, const token_tree& tree,
  * Writes one row of next-token logits per tree node into `logits` (tree.size() * V floats),
  * with the model's own append_tree when it models TreeLanguageModel (one call, tree attention),
  * else with evaluate_tree_by_paths. Either way the tree is then pending: follow with
- * commit_tree_path on the same tree.
+ * commit_tree_path on the same tree. Returns the number of model calls made: 1 with
+ * append_tree, one append per leaf path by path.
  */
 template <LanguageModel M>
-void evaluate_tree(M& model, const token_tree& tree, std::span<float> logits,
-                   tree_eval_workspace& ws) {
+std::size_t evaluate_tree(M& model, const token_tree& tree, std::span<float> logits,
+                          tree_eval_workspace& ws) {
   if constexpr (TreeLanguageModel<M>) {
     detail::check_tree_logits(tree, static_cast<std::size_t>(model.vocab_size()), logits.size(),
                               "evaluate_tree");
     model.append_tree(tree.tokens(), tree.parents(), logits);
+    return 1;
   } else {
-    evaluate_tree_by_paths(model, tree, logits, ws);
+    return evaluate_tree_by_paths(model, tree, logits, ws);
   }
 }
 
 /// evaluate_tree with a temporary workspace.
 template <LanguageModel M>
-void evaluate_tree(M& model, const token_tree& tree, std::span<float> logits) {
+std::size_t evaluate_tree(M& model, const token_tree& tree, std::span<float> logits) {
   tree_eval_workspace ws;
-  evaluate_tree(model, tree, logits, ws);
+  return evaluate_tree(model, tree, logits, ws);
 }
 
 /**
