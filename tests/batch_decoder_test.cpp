@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <specdec/batch_decoder.hpp>
 #include <specdec/decoder.hpp>
+#include <specdec/draft/composed_drafter.hpp>
 #include <specdec/draft/model_drafter.hpp>
 #include <specdec/draft/ngram_drafter.hpp>
 
@@ -366,4 +367,151 @@ TEST_CASE("batch_decoder: choose_draft_length is plan_chain on the per-sequence 
   CHECK(specdec::choose_draft_length(p, 8, pooled).k == 0);   // compute-bound: plain decoding
   CHECK(specdec::choose_draft_length(p, 50, pooled).k == 0);  // the curve stops short: plain
   CHECK(specdec::choose_draft_length({}, 8, pooled).k == std::numeric_limits<std::size_t>::max());
+}
+
+namespace {
+using lookup_then_view = specdec::composed_drafter<specdec::ngram_drafter,
+                                                   specdec::model_drafter<view_t>>;
+using lookup_then_table = specdec::composed_drafter<specdec::ngram_drafter, drafter_t>;
+}  // namespace
+
+TEST_CASE("batch_decoder: add() checks every part of a composed drafter") {
+  const auto requests = varied_requests();
+  batch_table_model model({.model = target_table});
+  specdec::ngram_drafter lookup;
+  SECTION("a fallback drafting with a sequence of the batch model is refused, nothing changes") {
+    specdec::batch_decoder<batch_table_model, lookup_then_view> batch(model);
+    // The fallback of `a` drafts with a sequence of its own, created beside the decoder's.
+    const sequence_id own = model.create_sequence();
+    view_t own_view(model, own);
+    specdec::model_drafter<view_t> fine(own_view);
+    lookup_then_view first(lookup, fine);
+    const sequence_id a = batch.add(requests[0].prompt, requests[0].options, first);
+    const std::size_t a_size = model.size(a);
+    // A fallback drafting with a's context would truncate it: refused.
+    view_t a_view(model, a);
+    specdec::ngram_drafter lookup2;
+    specdec::model_drafter<view_t> on_a(a_view);
+    lookup_then_view bad(lookup2, on_a);
+    REQUIRE_THROWS_WITH(batch.add(requests[4].prompt, requests[4].options, bad),
+                        "drafter.part[1]: the draft model is sequence " + std::to_string(a) +
+                            " of the target batch model, a context this decoder decodes; a "
+                            "draft model needs a context of its own");
+    CHECK(model.size(a) == a_size);
+    CHECK(model.live() == 2);
+    CHECK(batch.ids() == std::vector<sequence_id>{a});
+  }
+  SECTION("a fallback with another vocabulary is refused") {
+    specdec::batch_decoder<batch_table_model, lookup_then_table> batch(model);
+    table_model small({.vocab_size = 5});
+    drafter_t wrong(small);
+    lookup_then_table both(lookup, wrong);
+    REQUIRE_THROWS_WITH(batch.add(requests[0].prompt, requests[0].options, both),
+                        "drafter.part[1]: draft vocab_size 5 differs from the target's "
+                        "vocab_size 16");
+    CHECK(model.live() == 0);
+  }
+}
+
+namespace {
+// A model_drafter that throws a foreign exception (not a std::exception) once the history
+// reaches `throw_at` tokens.
+struct throwing_drafter {
+  drafter_t inner;
+  std::size_t throw_at = std::numeric_limits<std::size_t>::max();
+  void propose(std::span<const token_id> history, std::size_t k, const specdec::sampling_params& sp,
+               specdec::rng& g, specdec::draft& out) {
+    if (history.size() >= throw_at) throw 42;
+    inner.propose(history, k, sp, g, out);
+  }
+  void propose_tree(std::span<const token_id> history, std::span<const std::size_t> branching,
+                    const specdec::sampling_params& sp, specdec::rng& g,
+                    specdec::candidate_draw draw, specdec::tree_draft& out) {
+    if (history.size() >= throw_at) throw 42;
+    inner.propose_tree(history, branching, sp, g, draw, out);
+  }
+  void accept(std::span<const token_id> c) { inner.accept(c); }
+  void reset() { inner.reset(); }
+};
+// A batch model whose score throws a foreign exception for every call holding `thrower`.
+struct foreign_model : batch_table_model {
+  using batch_table_model::batch_table_model;
+  sequence_id thrower = 0;
+  bool refuse_release = false;
+  void score(std::span<const specdec::batch_entry> batch) {
+    for (const auto& e : batch)
+      if (e.sequence == thrower) throw 42;
+    batch_table_model::score(batch);
+  }
+  void release_sequence(sequence_id id) {
+    if (refuse_release) throw std::runtime_error("foreign_model: release refused (test switch)");
+    batch_table_model::release_sequence(id);
+  }
+};
+}  // namespace
+
+TEST_CASE("batch_decoder: a foreign exception fails its sequence, is rethrown, others go on") {
+  const auto requests = varied_requests();
+  foreign_model model({.model = target_table});
+  std::deque<table_model> draft_models;
+  std::deque<throwing_drafter> list;
+  specdec::batch_decoder<foreign_model, throwing_drafter> batch(model);
+  std::vector<sequence_id> ids;
+  const std::size_t x = 1;  // the sequence that throws
+  enum class where { callback, drafter, model };
+  const where w = GENERATE(where::callback, where::drafter, where::model);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    auto o = requests[i].options;
+    std::size_t seen = 0;
+    if (i == x && w == where::callback)
+      o.on_token = [seen](token_id) mutable {
+        if (++seen == 5) throw 42;
+        return true;
+      };
+    auto& d = list.emplace_back(throwing_drafter{drafter_t(draft_models.emplace_back(draft_table))});
+    if (i == x && w == where::drafter) d.throw_at = requests[i].prompt.size() + 5;
+    ids.push_back(batch.add(requests[i].prompt, o, d));
+  }
+  std::size_t caught = 0, steps = 0;
+  while (batch.running_count() > 0 && steps < 500) {
+    if (w == where::model && steps == 3) model.thrower = ids[x];
+    try {
+      batch.step();
+    } catch (int e) {
+      CHECK(e == 42);
+      ++caught;
+    }
+    ++steps;
+    for (const sequence_id id : ids)
+      if (batch.status(id) == specdec::sequence_status::running)
+        CHECK(model.size(id) == batch.history(id).size() - 1);
+  }
+  CHECK(caught == 1);
+  CHECK(batch.status(ids[x]) == specdec::sequence_status::failed);
+  CHECK_THAT(batch.error(ids[x]), Catch::Contains("unknown exception"));
+  CHECK(model.size(ids[x]) == batch.history(ids[x]).size() - 1);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (i == x) continue;
+    INFO("sequence " << i);
+    CHECK(batch.status(ids[i]) == specdec::sequence_status::finished);
+    CHECK(batch.result(ids[i]).tokens == alone(requests[i]));
+  }
+}
+
+TEST_CASE("batch_decoder: a release the model refuses leaves the sequence held") {
+  const auto requests = varied_requests();
+  foreign_model model({.model = target_table});
+  drafters d;
+  specdec::batch_decoder<foreign_model, drafter_t> batch(model);
+  const sequence_id a = batch.add(requests[0].prompt, requests[0].options, d.make());
+  const sequence_id b = batch.add(requests[1].prompt, requests[1].options, d.make());
+  batch.step();
+  model.refuse_release = true;
+  REQUIRE_THROWS_WITH(batch.remove(a), "foreign_model: release refused (test switch)");
+  CHECK(batch.ids() == std::vector<sequence_id>{a, b});
+  CHECK(model.live() == 2);
+  model.refuse_release = false;
+  batch.remove(a);
+  CHECK(batch.ids() == std::vector<sequence_id>{b});
+  CHECK(model.live() == 1);
 }

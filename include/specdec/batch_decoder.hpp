@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <exception>
 #include <limits>
@@ -12,6 +13,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -58,8 +60,9 @@ enum class sequence_status {
  * vocabulary, logits the verifier refuses (NaN, +inf), an entry the model refuses (found by
  * scoring the entries one by one after a refused call), a callback that throws. That sequence
  * becomes failed, keeps the tokens it emitted and its context as they were before the failed
- * step; the others go on in the same step. Holds references to the model and the drafters.
- * Not thread-safe.
+ * step; the others go on in the same step. An exception not derived from std::exception (an
+ * engine's cancellation, say) fails its sequence the same way and is then rethrown by step()
+ * (see there). Holds references to the model and the drafters. Not thread-safe.
  */
 template <class Batch, class Draft = no_drafter>
 class batch_decoder {
@@ -83,7 +86,9 @@ class batch_decoder {
    * Joins a sequence: creates it in the model, then validates and feeds `prompt` as
    * speculative_decoder::start does (one score call of one entry). Returns its id (the model's
    * sequence_id). Throws std::invalid_argument for a bad prompt or options (naming the field),
-   * a drafter that does not fit the model, or a tree on a model without tree scoring;
+   * a drafter that does not fit the model (checked part by part: a vocabulary other than the
+   * model's, a draft model shared by two parts, or one that is a sequence of this model that
+   * this decoder decodes), or a tree on a model without tree scoring;
    * std::length_error when the model holds max_sequences() already or max_batch_tokens() has
    * no room for one more row per step; whatever the model throws. Nothing is added then.
    */
@@ -106,6 +111,7 @@ class batch_decoder {
     try {
       auto s = std::make_unique<slot>(model_, id, drafter);
       detail::check_drafter_for(s->view, drafter);
+      check_draft_contexts(drafter, id);
       s->pipe.start(prompt, options);
       s->status = s->pipe.state().done ? sequence_status::finished : sequence_status::running;
       slots_.push_back(std::move(s));
@@ -121,9 +127,17 @@ class batch_decoder {
    * all (more only when max_batch_tokens() forces it), verification and commit per sequence,
    * each sequence's callback called with its tokens. Returns what the step did. A step with no
    * running sequence does nothing.
+   *
+   * Whatever a drafter, the model or a callback throws fails only the sequences it concerns
+   * (status failed, error() says what) and every other sequence finishes the step, committed or
+   * rolled back, so each keeps the model's context at its history minus the last token. A
+   * std::exception is then done with (error() is its what()); any other exception, e.g. an
+   * engine's cancellation, gives error() "unknown exception ..." and is rethrown once the step
+   * is complete (the first one, if several), so that the caller sees it.
    */
   const batch_step_result& step() {
     const auto t0 = detail::decode_clock::now();
+    foreign_ = nullptr;
     step_.sequences = step_.emitted = step_.rows = step_.calls = step_.failed = 0;
     step_.k_cap = choose_k();
     active_.clear();
@@ -132,8 +146,8 @@ class batch_decoder {
       try {  // every sequence's rows (K + 1, or a tree's nodes) must fit one call
         s->pipe.draft(step_.k_cap.k, max_batch_tokens_of(model_));
         active_.push_back(s.get());
-      } catch (const std::exception& e) {
-        fail(*s, e.what());
+      } catch (...) {
+        fail_current(*s);
       }
     }
     const auto t1 = detail::decode_clock::now();
@@ -148,8 +162,8 @@ class batch_decoder {
         const step_result r = s->pipe.finish();
         step_.emitted += r.tokens.size();
         if (r.done) s->status = sequence_status::finished;
-      } catch (const std::exception& e) {
-        fail(*s, e.what());
+      } catch (...) {
+        fail_current(*s);
       }
       verify_seconds += s->pipe.state().verify_seconds;
       step_.sequences += 1;
@@ -164,6 +178,7 @@ class batch_decoder {
     stats_.target_seconds += call_seconds;
     stats_.verify_seconds += verify_seconds;
     stats_.total_seconds += detail::seconds_between(t0, t3);
+    if (foreign_) std::rethrow_exception(std::exchange(foreign_, nullptr));
     return step_;
   }
 
@@ -173,13 +188,14 @@ class batch_decoder {
   }
 
   /// Ends sequence `id` (running or not) and releases it in the model. Throws
-  /// std::invalid_argument for an id this decoder does not hold (never added, or removed).
+  /// std::invalid_argument for an id this decoder does not hold (never added, or removed);
+  /// whatever the model's release_sequence throws, the sequence then still held.
   void remove(sequence_id id) {
     const auto it = std::find_if(slots_.begin(), slots_.end(),
                                  [&](const auto& s) { return s->view.id() == id; });
     if (it == slots_.end()) throw unknown(id, "remove");
-    slots_.erase(it);
     model_.release_sequence(id);
+    slots_.erase(it);
   }
 
   /// The tokens generated so far (prompt excluded), the statistics and why it ended.
@@ -238,6 +254,40 @@ class batch_decoder {
     s.error = what;
     s.pipe.state().done = true;
     step_.failed += 1;
+  }
+  // Called inside a catch block: fails s with the exception in flight; one not derived from
+  // std::exception is kept (the first of the step) for step() to rethrow at its end.
+  void fail_current(slot& s) {
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      fail(s, e.what());
+    } catch (...) {
+      fail(s, "unknown exception (not derived from std::exception; step() rethrows it)");
+      if (!foreign_) foreign_ = std::current_exception();
+    }
+  }
+  bool holds(sequence_id id) const noexcept {
+    return std::any_of(slots_.begin(), slots_.end(),
+                       [&](const auto& s) { return s->view.id() == id; });
+  }
+  // Throws std::invalid_argument if a part of `drafter` drafts with a sequence of this decoder's
+  // model that the decoder decodes (`joining`, or one it holds): it would overwrite that
+  // sequence's context. Other sequences of the model are fine draft contexts.
+  void check_draft_contexts(Draft& drafter, sequence_id joining) const {
+    auto check = [&](auto& d, const std::string& name) {
+      if constexpr (requires { d.model(); }) {
+        if constexpr (std::same_as<std::remove_cvref_t<decltype(d.model())>, view_type>) {
+          const view_type& m = d.model();
+          if (&m.model() == &model_ && (m.id() == joining || holds(m.id())))
+            throw std::invalid_argument(name + ": the draft model is sequence " +
+                                        std::to_string(m.id()) +
+                                        " of the target batch model, a context this decoder "
+                                        "decodes; a draft model needs a context of its own");
+        }
+      }
+    };
+    detail::walk_drafter(drafter, "drafter", check);
   }
 
   // The K cap of this step from the policy and the running sequences' pooled acceptance.
@@ -300,14 +350,14 @@ class batch_decoder {
         model_.score(std::span<const batch_entry>(entries_));
         step_.calls += 1;
         step_.rows += rows;
-      } catch (const std::exception&) {
+      } catch (...) {
         for (std::size_t i = first; i < last; ++i) {
           try {
             model_.score(std::span<const batch_entry>(&entries_[i - first], 1));
             step_.calls += 1;
             step_.rows += entries_[i - first].tokens.size();
-          } catch (const std::exception& e) {
-            fail(*active_[i], e.what());
+          } catch (...) {
+            fail_current(*active_[i]);
           }
         }
       }
@@ -323,6 +373,7 @@ class batch_decoder {
   decode_stats pooled_;
   batch_step_result step_;
   batch_stats stats_;
+  std::exception_ptr foreign_;  // the step's first exception not derived from std::exception
 };
 
 }  // namespace specdec
