@@ -3,6 +3,7 @@
 #include <specdec/draft/model_drafter.hpp>
 #include <specdec/draft/ngram_drafter.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -288,6 +289,7 @@ TEST_CASE("decoder: a prompt sharing a prefix with the last history reuses the t
   specdec::generate_options o;
   o.max_new_tokens = 20;
   o.sampling.seed = 5;
+  o.reuse_prefix = true;
   const std::vector<token_id> prompt{3, 1, 4, 1, 5};
   const auto first = decoder.generate(prompt, o);
   CHECK(first.stats.reused_prompt_tokens == 0);
@@ -317,10 +319,103 @@ TEST_CASE("decoder: a prompt sharing a prefix with the last history reuses the t
     CHECK(more.stats.reused_prompt_tokens > 0);
     CHECK(more.tokens.size() == 20);
   }
-  SECTION("a target changed behind the decoder's back is fed the whole prompt") {
+  SECTION("a target changed behind the decoder's back keeps only what it still holds") {
     target.truncate(2);
     const auto r = decoder.generate(turn, o);
-    CHECK(r.stats.reused_prompt_tokens == 0);
+    CHECK(r.stats.reused_prompt_tokens == 2);  // table_model reads its tokens back
     CHECK(r.tokens == second.tokens);
   }
+}
+
+TEST_CASE("decoder: reuse_prefix is off by default and never keeps a prefix the target lost") {
+  // Logits that depend on the whole context, so that a stale token anywhere shows.
+  const table_model_options t{.vocab_size = 16, .order = 64, .seed = 7};
+  const table_model_options d{.vocab_size = 16, .order = 64, .seed = 7, .mix = 0.3f};
+  table_model target(t), draft_model(d);
+  drafter_t drafter(draft_model);
+  specdec::speculative_decoder decoder(target, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 20;
+  o.sampling.seed = 5;
+  CHECK_FALSE(o.reuse_prefix);
+  const std::vector<token_id> prompt{3, 1, 4, 1, 5};
+  decoder.generate(prompt, o);
+  std::vector<token_id> turn(decoder.history().begin(), decoder.history().end());
+  turn.insert(turn.end(), {9, 2, 6});
+  // Someone else uses the target and leaves it at the same length with other tokens.
+  const std::size_t n = target.size();
+  REQUIRE(n > 4);
+  target.truncate(2);
+  std::vector<token_id> other(n - 2, 0);
+  for (std::size_t i = 0; i < other.size(); ++i) other[i] = static_cast<token_id>((i * 5 + 3) % 16);
+  std::vector<float> rows(other.size() * 16);
+  target.append(other, rows);
+  REQUIRE(target.size() == n);
+
+  table_model fresh_target(t), fresh_draft(d);
+  drafter_t fresh_drafter(fresh_draft);
+  specdec::speculative_decoder fresh(fresh_target, fresh_drafter);
+  const auto want = fresh.generate(turn, o).tokens;
+  SECTION("by default the whole prompt is fed again") {
+    const auto r = decoder.generate(turn, o);
+    CHECK(r.stats.reused_prompt_tokens == 0);
+    CHECK(r.tokens == want);
+  }
+  SECTION("turned on, a target that reads its tokens back keeps only what still matches") {
+    o.reuse_prefix = true;
+    const auto r = decoder.generate(turn, o);
+    CHECK(r.stats.reused_prompt_tokens == 2);
+    CHECK(r.tokens == want);
+  }
+}
+
+TEST_CASE("decoder: start() refusing its arguments mid-generation ends that generation cleanly") {
+  table_model target({.vocab_size = 16, .seed = 7});
+  table_model draft_model({.vocab_size = 16, .seed = 7, .mix = 0.3f});
+  drafter_t drafter(draft_model);
+  specdec::speculative_decoder decoder(target, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 30;
+  const std::vector<token_id> prompt{3, 1, 4, 1, 5};
+  decoder.start(prompt, o);
+  decoder.step();
+  decoder.step();
+  REQUIRE_FALSE(decoder.done());
+  const std::vector<token_id> before(decoder.history().begin(), decoder.history().end());
+  const std::size_t generated = decoder.stats().generated_tokens;
+  auto bad = o;
+  SECTION("bad options") {
+    bad.max_new_tokens = 0;
+    REQUIRE_THROWS_WITH(decoder.start(prompt, bad), "generate_options.max_new_tokens: must be >= 1");
+  }
+  SECTION("a bad prompt") {
+    const std::vector<token_id> outside{1, 16};
+    REQUIRE_THROWS_WITH(decoder.start(outside, o), "prompt[1] = 16 is outside the vocabulary [0, 16)");
+  }
+  SECTION("a tree for a drafter that cannot draft trees") {
+    specdec::no_drafter none;  // drafts no trees
+    specdec::speculative_decoder chains(target, none);
+    chains.start(prompt, o);
+    chains.step();
+    bad.tree = {2, 2};
+    REQUIRE_THROWS_WITH(chains.start(prompt, bad), Catch::StartsWith("generate_options.tree"));
+    CHECK(chains.done());
+    CHECK(chains.reason() == specdec::stop_reason::callback);
+    REQUIRE_THROWS_AS(chains.step(), std::logic_error);
+    CHECK(target.size() + 1 == chains.history().size());
+    return;
+  }
+  // The old generation is over: nothing steps it, what it emitted and its context are kept.
+  CHECK(decoder.done());
+  CHECK(decoder.reason() == specdec::stop_reason::callback);
+  REQUIRE_THROWS_AS(decoder.step(), std::logic_error);
+  CHECK(std::equal(before.begin(), before.end(), decoder.history().begin(),
+                   decoder.history().end()));
+  CHECK(decoder.stats().generated_tokens == generated);
+  CHECK(target.size() + 1 == decoder.history().size());
+  table_model fresh_target({.vocab_size = 16, .seed = 7});
+  table_model fresh_draft({.vocab_size = 16, .seed = 7, .mix = 0.3f});
+  drafter_t fresh_drafter(fresh_draft);
+  specdec::speculative_decoder fresh(fresh_target, fresh_drafter);
+  CHECK(decoder.generate(prompt, o).tokens == fresh.generate(prompt, o).tokens);
 }

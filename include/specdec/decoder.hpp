@@ -58,10 +58,15 @@ class speculative_decoder {
 
   /**
    * Validates prompt and options, resets the statistics, the rng (options.sampling.seed) and the
-   * drafter, and feeds the prompt (all but its last token) to the target.
+   * drafter, and feeds the prompt (all but its last token) to the target, keeping the prefix
+   * the target already holds when options.reuse_prefix allows it.
    * Throws std::invalid_argument naming the bad argument: empty prompt, a token outside the
    * vocabulary, a prompt longer than the target's max_size, bad options. The decoder is then
-   * idle (done()) and the models untouched.
+   * idle (done()): a generation in progress has ended where it stood (reason() is
+   * stop_reason::callback; history(), stats() and the target's context are kept, consistent
+   * with each other), and the models are untouched. The same holds when the drafter's reset()
+   * throws. If the target's truncate or append throws, its context is emptied, the decoder is
+   * idle with an empty history and the exception propagates.
    */
   void start(std::span<const token_id> prompt, const generate_options& options) {
     pipe_.start(prompt, options);

@@ -33,6 +33,9 @@ namespace specdec {
  *   size, or a context that would exceed the model's capacity.
  * - Optional: `cm.max_size()` -> std::size_t, the largest context the model can hold. When it
  *   exists the decoder checks prompts and drafts against it before calling the model.
+ * - Optional: `cm.tokens()` -> std::span<const token_id>, the size() tokens the context holds,
+ *   in order. With it, generate_options::reuse_prefix keeps exactly the prefix the target still
+ *   holds, whoever used it in between.
  *
  * specdec never calls a model from two threads at once.
  */

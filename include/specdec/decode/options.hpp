@@ -57,15 +57,27 @@ struct generate_options {
     std::size_t min_samples = 16;  ///< judged candidates a (depth, rank) needs to be planned
     bool chains_only = false;
   } replan;
-  /// Keep the part of the target's context that the new prompt shares with the previous
-  /// generation's history (multi-turn chat, continuing a generation) instead of feeding the
-  /// whole prompt again. Used only while the target still holds exactly what this decoder left
-  /// in it (its size says so); false always re-feeds the prompt.
-  bool reuse_prefix = true;
+  /// Keep the part of the target's context that the new prompt starts with (multi-turn chat,
+  /// continuing a generation) instead of feeding the whole prompt again. Off by default: every
+  /// prompt is fed whole. On, what is kept depends on what the target can tell:
+  /// - a target with the optional member `tokens()` (-> std::span<const token_id>, the size()
+  ///   tokens its context holds, in order) has them compared with the prompt, so the prefix kept
+  ///   is exactly right whoever used the target in between;
+  /// - any other target is trusted: the prefix the prompt shares with this decoder's last
+  ///   history is kept whenever the target's size is what the decoder left, so turn this on only
+  ///   when nothing else uses the target between generations (or changes it without changing
+  ///   its size), else the output is silently wrong.
+  bool reuse_prefix = false;
 };
 
 /// Why a generation ended.
-enum class stop_reason { max_new_tokens, stop_token, callback, context_full };
+enum class stop_reason {
+  max_new_tokens,  ///< it generated max_new_tokens
+  stop_token,      ///< it emitted one of stop_tokens (which is returned)
+  callback,        ///< the caller ended it: on_token returned false or threw, or a start() that
+                   ///< refused its arguments ended it mid-way
+  context_full,    ///< the target's context reached its max_size
+};
 
 /// The tokens a generation produced (prompt excluded) and how it went.
 struct generate_result {

@@ -1,9 +1,10 @@
 // specdec/decode/start.hpp - the start of a generation: validate the prompt and options, reset
-// the sequence's generator, statistics and drafter, keep the prefix the model already holds and
-// feed it the rest of the prompt (all but its last token).
+// the sequence's generator, statistics and drafter, keep the prefix the model already holds (when
+// asked to and it can be trusted) and feed it the rest of the prompt (all but its last token).
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -16,28 +17,72 @@
 
 namespace specdec::detail {
 
+/// The tokens `model` says its context holds (the optional member tokens(), see
+/// generate_options::reuse_prefix), or nothing when it cannot say: no such member, or one whose
+/// length is not size().
+template <class Model>
+std::span<const token_id> readback_of(const Model& model) {
+  if constexpr (requires {
+                  { model.tokens() } -> std::convertible_to<std::span<const token_id>>;
+                }) {
+    const std::span<const token_id> held = model.tokens();
+    if (held.size() == static_cast<std::size_t>(model.size())) return held;
+  }
+  return {};
+}
+
+/// How much of the target's context a generation of `prompt` keeps (generate_options::
+/// reuse_prefix): with a readback, the longest prefix the context and the prompt share; without
+/// one, the prefix the prompt shares with s's history while the model's size says it still
+/// holds that history minus its last token. Always short of the prompt's last token.
+template <class Model>
+std::size_t reusable_prefix(const sequence_state& s, const Model& model,
+                            std::span<const token_id> prompt) {
+  const auto size = static_cast<std::size_t>(model.size());
+  std::size_t keep = 0;
+  if constexpr (requires {
+                  { model.tokens() } -> std::convertible_to<std::span<const token_id>>;
+                }) {
+    const std::span<const token_id> held = readback_of(model);
+    const std::size_t limit = std::min(held.size(), prompt.size() - 1);
+    while (keep < limit && held[keep] == prompt[keep]) ++keep;
+  } else if (!s.history.empty() && size + 1 == s.history.size()) {
+    const std::size_t limit = std::min(s.history.size() - 1, prompt.size() - 1);
+    while (keep < limit && s.history[keep] == prompt[keep]) ++keep;
+  }
+  return keep;
+}
+
 /**
- * Starts a generation of `prompt` on `model` (the sequence's context). Throws
- * std::invalid_argument naming the bad argument before anything changes (s is then done and the
- * model untouched); if the model's append throws, its context is emptied, s is done and the
- * exception propagates.
+ * Starts a generation of `prompt` on `model` (the sequence's context). Validates `prompt` and
+ * `options` first: on std::invalid_argument naming the bad argument (or anything the drafter's
+ * reset() throws) a generation in progress ends where it stands (s.done, stop_reason::callback;
+ * its history, statistics and the model's context are kept, consistent with each other) and
+ * nothing else changes. If the model's truncate or append throws, its context is emptied, s is
+ * done with an empty history and the exception propagates.
  */
 template <class Model, class Draft>
 void start_sequence(sequence_state& s, Model& model, Draft& drafter,
                     std::span<const token_id> prompt, const generate_options& options,
                     bool can_tree) {
-  s.vocab = static_cast<std::size_t>(model.vocab_size());
-  s.capacity = max_size_of(model);
-  validate_options(prompt, options, s.vocab, s.capacity, can_tree);
+  const auto vocab = static_cast<std::size_t>(model.vocab_size());
+  const std::size_t capacity = max_size_of(model);
+  try {
+    validate_options(prompt, options, vocab, capacity, can_tree);
+    drafter.reset();
+  } catch (...) {
+    if (!s.done) {
+      s.done = true;
+      s.reason = stop_reason::callback;
+    }
+    throw;
+  }
   const auto t0 = decode_clock::now();
   // The model holds history minus its last token while the invariant stands.
-  std::size_t keep = 0;
-  if (options.reuse_prefix && !s.history.empty() &&
-      static_cast<std::size_t>(model.size()) + 1 == s.history.size()) {
-    const std::size_t limit = std::min(s.history.size() - 1, prompt.size() - 1);
-    while (keep < limit && s.history[keep] == prompt[keep]) ++keep;
-  }
+  const std::size_t keep = options.reuse_prefix ? reusable_prefix(s, model, prompt) : 0;
   std::vector<token_id> fresh(prompt.begin(), prompt.end());  // `prompt` may view history
+  s.vocab = vocab;
+  s.capacity = capacity;
   s.options = options;
   s.gen.reseed(options.sampling.seed);
   s.stats = decode_stats{};
@@ -46,19 +91,21 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
   s.done = true;
   s.history.swap(fresh);
   s.prompt_size = s.history.size();
-  drafter.reset();
   if constexpr (requires { drafter.model_calls(); }) s.draft_calls_at_start = drafter.model_calls();
-  model.truncate(keep);
-  if (s.history.size() - 1 > keep) {
-    const std::span<const token_id> rest(s.history.data() + keep, s.history.size() - 1 - keep);
-    s.logits.resize(rest.size() * s.vocab);
-    try {
+  try {
+    model.truncate(keep);
+    if (s.history.size() - 1 > keep) {
+      const std::span<const token_id> rest(s.history.data() + keep, s.history.size() - 1 - keep);
+      s.logits.resize(rest.size() * s.vocab);
       model.append(rest, std::span<float>(s.logits));
-    } catch (...) {
-      model.truncate(0);
-      s.history.clear();
-      throw;
     }
+  } catch (...) {
+    s.history.clear();  // nothing to reuse: the context no longer matches any history
+    try {
+      model.truncate(0);
+    } catch (...) {  // the first error is the one to report
+    }
+    throw;
   }
   s.stats.reused_prompt_tokens = keep;
   s.done = false;
