@@ -1,6 +1,7 @@
 // The decoder with token trees (multi-candidate speculative decoding): lossless and greedy-exact,
 // with tree attention (TreeLanguageModel) and through the path-by-path fallback.
 #include <catch2/catch.hpp>
+#include <specdec/decode/draft_phase.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/draft/model_drafter.hpp>
 #include <specdec/draft/ngram_drafter.hpp>
@@ -248,12 +249,17 @@ TEST_CASE("decoder: a sampled chain's q of the wrong shape is refused before the
   specdec::generate_options o;
   o.draft_length = 3;
   o.sampling.temperature = 0.9f;
+  const auto untouched = [&] {
+    CHECK(target.size() == prompt.size() - 1);
+    CHECK(target.append_calls() == 1);  // the prompt's
+  };
   SECTION("V - 1 columns") {
     drafter.fault = tree_fault::chain_q_short_columns;
     decoder.start(prompt, o);
     REQUIRE_THROWS_WITH(decoder.step(),
                         "drafter: q must have one row of vocab_size = 6 per draft token (3), is "
                         "3 x 5");
+    untouched();
   }
   SECTION("a row too few") {
     drafter.fault = tree_fault::chain_q_short_rows;
@@ -261,9 +267,8 @@ TEST_CASE("decoder: a sampled chain's q of the wrong shape is refused before the
     REQUIRE_THROWS_WITH(decoder.step(),
                         "drafter: q must have one row of vocab_size = 6 per draft token (3), is "
                         "2 x 6");
+    untouched();
   }
-  CHECK(target.size() == prompt.size() - 1);
-  CHECK(target.append_calls() == 1);  // the prompt's
 }
 
 TEST_CASE("decoder trees: near a full context the tree's nodes, not only its depth, fit the room") {
@@ -299,5 +304,46 @@ TEST_CASE("decoder trees: near a full context the tree's nodes, not only its dep
     REQUIRE_NOTHROW(r = decoder.generate(prompt, o));
     CHECK(r.reason == specdec::stop_reason::context_full);
     CHECK(r.tokens == plain.tokens);
+  }
+}
+
+TEST_CASE("decoder trees: the draft phase asks for no tree beyond max_tree_nodes or the room") {
+  // The draft phase on its own (the options' check may refuse such a shape before it runs).
+  scripted_tree_drafter drafter(6);
+  drafter.deterministic = true;
+  specdec::detail::sequence_state s;
+  s.vocab = 6;
+  s.options.max_new_tokens = 100;
+  s.history = {1, 2, 3};
+  s.prompt_size = 3;
+  s.done = false;
+  SECTION("1024 + 1024^2 nodes pass max_tree_nodes: one level") {
+    s.options.tree = {1024, 1024, 2};
+    specdec::detail::draft_phase(s, drafter);
+    CHECK(drafter.last_branching == std::vector<std::size_t>{1024});
+    CHECK(s.tree.tree.size() == 1025);
+    CHECK(s.score_tokens().size() == 1025);
+  }
+  SECTION("a shape whose node count wraps a size_t: one level") {
+    const std::size_t big = std::size_t{1} << 32;
+    s.options.tree = {2, big, big - 1};
+    specdec::detail::draft_phase(s, drafter);
+    CHECK(drafter.last_branching == std::vector<std::size_t>{2});
+  }
+  SECTION("the room after the context bounds the nodes, not only the depth") {
+    s.options.tree = {2, 2, 2};
+    s.capacity = 2 + 6;  // the model holds 2 tokens; 6 cells are left for the tree
+    specdec::detail::draft_phase(s, drafter);
+    CHECK(drafter.last_branching == std::vector<std::size_t>{2});  // 1 + 2 + 4 nodes do not fit
+    CHECK(s.tree.tree.size() == 3);
+    s.capacity = 2 + 7;
+    specdec::detail::draft_phase(s, drafter);
+    CHECK(drafter.last_branching == std::vector<std::size_t>{2, 2});
+    CHECK(s.tree.tree.size() == 7);
+    s.capacity = 2 + 2;  // the root and the token emitted after it: nothing to draft
+    const std::size_t calls = drafter.tree_calls;
+    specdec::detail::draft_phase(s, drafter);
+    CHECK(drafter.tree_calls == calls);
+    CHECK(s.tree.tree.size() == 1);
   }
 }

@@ -400,3 +400,59 @@ TEST_CASE("heads drafters: bad input") {
           specdec::generate_autoregressive(plain, other, o).tokens);
   }
 }
+
+TEST_CASE("heads drafters: shapes whose node count overflows or passes max_tree_nodes") {
+  const table_model_options t{.vocab_size = 6, .order = 3, .seed = 2};
+  hidden_table_model target(t);
+  capture cap(target);
+  const std::vector<token_id> history{1, 2, 3, 4};
+  std::vector<float> logits(3 * 6);
+  cap.append(std::span<const token_id>(history).first(3), logits);
+  const specdec::sampling_params greedy{.temperature = 0.0f};
+  specdec::rng gen(1);
+  specdec::tree_draft out;
+  // 2^32 + 2^32 (2^32 - 1) = 2^64 nodes: a size_t product that wraps to 0.
+  const std::size_t big = std::size_t{1} << 32;
+  const std::vector<std::size_t> wraps{big, big - 1};
+  const std::vector<std::size_t> huge{65536, 65536, 65536};
+  SECTION("medusa: a sparse tree of max_nodes from a shape whose size wraps") {
+    auto drafter = make_medusa(3, false, {.max_nodes = 8})(cap, target);
+    drafter.propose_tree(history, wraps, greedy, gen, candidate_draw::iid, out);
+    CHECK(out.tree.size() == 9);
+    drafter.propose_tree(history, huge, greedy, gen, candidate_draw::iid, out);
+    CHECK(out.tree.size() == 9);
+  }
+  SECTION("medusa: the full shape beyond max_tree_nodes is refused") {
+    auto drafter = make_medusa(3, false)(cap, target);
+    for (const auto& shape : {wraps, huge})
+      REQUIRE_THROWS_WITH(
+          drafter.propose_tree(history, shape, greedy, gen, candidate_draw::iid, out),
+          Catch::StartsWith("medusa_drafter::propose_tree: the shape ") &&
+              Catch::EndsWith(" has more nodes than max_tree_nodes = 1048576; set "
+                              "medusa_drafter_options::max_nodes or draft a smaller shape"));
+  }
+  SECTION("eagle: a pruned tree of max_nodes from a shape whose size wraps") {
+    auto drafter = make_eagle({.max_nodes = 8})(cap, target);
+    drafter.propose_tree(history, wraps, greedy, gen, candidate_draw::iid, out);
+    CHECK(out.tree.size() == 9);
+    drafter.propose_tree(history, huge, greedy, gen, candidate_draw::iid, out);
+    CHECK(out.tree.size() == 9);
+  }
+  SECTION("eagle: a tree that would grow past max_tree_nodes is refused before drafting") {
+    // Every node expanded, 6 top tokens each: 6 + 36 + ... + 6^8 > 2^20 nodes before pruning.
+    auto drafter = make_eagle({.max_nodes = 8, .expand = 0})(cap, target);
+    const std::vector<std::size_t> wide(8, 6);
+    REQUIRE_THROWS_WITH(
+        drafter.propose_tree(history, wide, greedy, gen, candidate_draw::iid, out),
+        "eagle_drafter::propose_tree: the shape 6x6x6x6x6x6x6x6 would grow more nodes than "
+        "max_tree_nodes = 1048576 (expand = 0); set eagle_drafter_options::expand or draft a "
+        "smaller shape");
+    auto full = make_eagle()(cap, target);
+    REQUIRE_THROWS_WITH(
+        full.propose_tree(history, huge, greedy, gen, candidate_draw::iid, out),
+        Catch::Contains("has more nodes than max_tree_nodes = 1048576"));
+    drafter.propose_tree(history, std::vector<std::size_t>(4, 6), greedy, gen,
+                         candidate_draw::iid, out);
+    CHECK(out.tree.size() == 9);  // 6 + 36 + 216 + 1296 grown, 8 kept
+  }
+}

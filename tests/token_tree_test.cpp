@@ -191,6 +191,27 @@ TEST_CASE("token_tree: trie of candidates within a shape") {
   }
 }
 
+TEST_CASE("token_tree: node counts of shapes never overflow") {
+  using shape = std::vector<std::size_t>;
+  const std::size_t big = std::size_t{1} << 32;
+  CHECK(specdec::shape_nodes(shape{}) == 0);
+  CHECK(specdec::shape_nodes(shape{4, 2, 2}) == 4 + 8 + 16);
+  CHECK(specdec::shape_nodes(shape{big, big - 1}) == SIZE_MAX);  // 2^64: saturated, not 0
+  CHECK(specdec::shape_nodes(shape{65536, 65536, 65536}) == 65536 + big + (big << 16));
+  CHECK(specdec::shape_nodes(shape{65536, 65536, 65536, 65536, 65536}) == SIZE_MAX);
+  CHECK(specdec::shape_nodes(shape{65536, 65536, 65536}, 1000) == 1000);
+  CHECK(specdec::shape_nodes(shape{3, 0, 5}) == 3);
+  CHECK_NOTHROW(specdec::check_tree_shape(shape{1023, 1024}, "tree"));  // 1 + 1023 x 1025 nodes
+  REQUIRE_THROWS_WITH(specdec::check_tree_shape(shape{1024, 1024}, "tree"),
+                      "tree: the shape 1024x1024 has more nodes than max_tree_nodes = 1048576");
+  REQUIRE_THROWS_WITH(specdec::check_tree_shape(shape{big, big - 1}, "generate_options.tree"),
+                      "generate_options.tree: the shape 4294967296x4294967295 has more nodes "
+                      "than max_tree_nodes = 1048576");
+  REQUIRE_THROWS_WITH(specdec::check_tree_shape(shape{2, 0}, "generate_options.tree"),
+                      "generate_options.tree[1]: a branching factor must be >= 1");
+  REQUIRE_THROWS_AS(token_tree::from_branching(shape{big, big - 1}), std::invalid_argument);
+}
+
 TEST_CASE("token_tree: flattened arrays are validated") {
   const std::vector<token_id> tokens{1, 2, 3, 4};
   CHECK(token_tree(tokens, ids{-1, 0, 0, 1}).size() == 4);

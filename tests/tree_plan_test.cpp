@@ -220,3 +220,19 @@ TEST_CASE("tree_plan: a bad re-planning cost is refused and the decoder stays us
   o.replan.every = 0;
   CHECK(decoder.generate(prompt, o).tokens.size() == 10);
 }
+
+TEST_CASE("tree_plan: predict_plan of a shape whose node count overflows") {
+  // 5 + 5 k = 3 (mod 2^64) for k = 3 / 5 - 1 (mod 2^64): a wrapped count fits the cost curve.
+  std::size_t inverse = 5;  // Newton: 5 x inverse = 1 (mod 2^64)
+  for (int i = 0; i < 6; ++i) inverse *= 2 - 5 * inverse;
+  const std::size_t k = 3 * inverse - 1;
+  REQUIRE(5 + 5 * k == 3);
+  specdec::acceptance_profile profile{{{0.5}, {0.5}}};
+  specdec::step_cost_model cost{{0.0, 1.0, 1.0, 1.0, 1.0, 1.0}};
+  const auto p = specdec::predict_plan({5, k}, profile, cost);
+  CHECK(p.nodes == SIZE_MAX);  // saturated
+  CHECK(p.seconds_per_step == 0.0);
+  const auto fits = specdec::predict_plan({2, 1}, profile, cost);
+  CHECK(fits.nodes == 4);
+  CHECK(fits.seconds_per_step == 1.0);
+}

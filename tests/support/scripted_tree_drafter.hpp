@@ -42,6 +42,7 @@ class scripted_tree_drafter {
   tree_fault fault = tree_fault::none;
   bool deterministic = false;  // propose deterministic trees (tokens 0, 1, ...)
   std::size_t tree_calls = 0;
+  std::vector<std::size_t> last_branching;  // the shape the last propose_tree was asked for
 
   std::size_t vocab_size() const noexcept { return v_; }
   void reset() noexcept {}
@@ -66,6 +67,7 @@ class scripted_tree_drafter {
   void propose_tree(std::span<const token_id> history, std::span<const std::size_t> branching,
                     const sampling_params&, rng& gen, candidate_draw draw, tree_draft& out) {
     ++tree_calls;
+    last_branching.assign(branching.begin(), branching.end());
     std::vector<std::size_t> shape(branching.begin(), branching.end());
     if (fault == tree_fault::too_deep) shape.push_back(1);
     if (fault == tree_fault::too_wide && !shape.empty()) ++shape[0];

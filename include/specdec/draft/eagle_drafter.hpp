@@ -10,6 +10,7 @@
 #include <numeric>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -122,7 +123,9 @@ class eagle_drafter {
   }
 
   /// TreeDrafter: see the class comment. `draw` must be iid or without_replacement when
-  /// sampling with head_candidates::sampled.
+  /// sampling with head_candidates::sampled. Throws std::invalid_argument, before drafting, when
+  /// the tree would pass max_tree_nodes: the shape cut to max_nodes, or with top candidates the
+  /// levels grown before the cut (expand nodes a level, at most V children each).
   void propose_tree(std::span<const token_id> history, std::span<const std::size_t> branching,
                     const sampling_params& sp, rng& gen, candidate_draw draw, tree_draft& out) {
     const std::size_t v = vocab_size();
@@ -133,10 +136,8 @@ class eagle_drafter {
     out.draw = top ? candidate_draw::deterministic : draw;
     out.q.resize(0, static_cast<Eigen::Index>(v));
     nodes_.assign(1, {history.empty() ? 0 : history.back(), -1, 0, 1.0, 0});
+    const std::size_t budget = checked_budget(branching, top);
     if (branching.empty() || !start(history)) return finish(out, top);
-    std::size_t full = 0, level_size = 1;
-    for (std::size_t k : branching) full += (level_size *= k);
-    const std::size_t budget = o_.max_nodes == 0 ? full : std::min(full, o_.max_nodes);
     // features_: row i = the predictor's input feature for node i (its parent's prediction).
     features_ = f_;
     feature_rows_.assign(1, 0);
@@ -206,6 +207,37 @@ class eagle_drafter {
   }
 
  private:
+  // The nodes (root excluded) this call may keep: max_nodes, or the full shape's (saturated).
+  // Throws std::invalid_argument when the tree it keeps, or grows before pruning, would pass
+  // max_tree_nodes: the full shape with top candidates (at most V per node) under the nodes
+  // `expand` lets grow, or the budget when sampling (never more drawn).
+  std::size_t checked_budget(std::span<const std::size_t> branching, bool top) const {
+    const std::size_t full = shape_nodes(branching);
+    const std::size_t budget = o_.max_nodes == 0 ? full : std::min(full, o_.max_nodes);
+    const auto fail = [&](const std::string& why) {
+      throw std::invalid_argument("eagle_drafter::propose_tree: the shape " +
+                                  detail::shape_name(branching) + why);
+    };
+    if (budget >= max_tree_nodes)
+      fail(" has more nodes than max_tree_nodes = " + std::to_string(max_tree_nodes) +
+           "; set eagle_drafter_options::max_nodes or draft a smaller shape");
+    if (!top) return budget;
+    // Grown before pruning: level j + 1 has (expanded nodes of level j) x min(k_j, V) nodes.
+    const std::size_t cap = max_tree_nodes, v = vocab_size();
+    std::size_t grown = 0, width = 1;
+    for (const std::size_t k : branching) {
+      const std::size_t parents = o_.expand == 0 ? width : std::min(width, o_.expand);
+      const std::size_t kids = std::min(k, v);  // top_tokens gives at most V
+      width = kids != 0 && parents > cap / kids ? cap : parents * kids;
+      grown = width >= cap - grown ? cap : grown + width;
+      if (grown >= cap)
+        fail(" would grow more nodes than max_tree_nodes = " + std::to_string(cap) +
+             " (expand = " + std::to_string(o_.expand) +
+             "); set eagle_drafter_options::expand or draft a smaller shape");
+    }
+    return budget;
+  }
+
   struct node {
     token_id token;
     std::int32_t parent;

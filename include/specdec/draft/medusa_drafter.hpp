@@ -8,6 +8,7 @@
 #include <queue>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -163,7 +164,9 @@ class medusa_drafter {
   }
 
   /// TreeDrafter: see the class comment. `draw` must be iid or without_replacement when
-  /// sampling with head_candidates::sampled.
+  /// sampling with head_candidates::sampled. Throws std::invalid_argument, before drafting, when
+  /// the tree it would draft (the first min(H, branching.size()) levels of the shape, cut to
+  /// max_nodes) has more than max_tree_nodes nodes.
   void propose_tree(std::span<const token_id> history, std::span<const std::size_t> branching,
                     const sampling_params& sp, rng& gen, candidate_draw draw, tree_draft& out) {
     const std::size_t v = vocab_size();
@@ -176,17 +179,22 @@ class medusa_drafter {
     tokens_.assign(1, history.empty() ? 0 : history.back());
     parents_.assign(1, -1);
     const std::size_t depth = std::min(branching.size(), heads());
+    const auto shape = branching.first(depth);
+    // The full shape's nodes, saturated: a shape whose count overflows is just "too many".
+    const std::size_t full = shape_nodes(shape);
+    const std::size_t budget = o_.max_nodes == 0 ? full : std::min(full, o_.max_nodes);
+    if (budget >= max_tree_nodes)
+      throw std::invalid_argument(
+          "medusa_drafter::propose_tree: the shape " + detail::shape_name(shape) +
+          " has more nodes than max_tree_nodes = " + std::to_string(max_tree_nodes) +
+          "; set medusa_drafter_options::max_nodes or draft a smaller shape");
     if (depth == 0 || !head_logits(history, depth)) {
       out.tree = token_tree(tokens_, parents_);
       return;
     }
-    const auto shape = branching.first(depth);
     if (shape_.empty() || !std::equal(shape.begin(), shape.end(), shape_key_.begin(),
                                       shape_key_.end())) {
       shape_key_.assign(shape.begin(), shape.end());
-      std::size_t full = 0, level = 1;
-      for (std::size_t k : shape) full += (level *= k);
-      const std::size_t budget = o_.max_nodes == 0 ? full : std::min(full, o_.max_nodes);
       shape_ = detail::best_rank_tree(shape, budget, [&](std::size_t j, std::size_t r) {
         const auto& a = w_.rank_accuracy;
         if (static_cast<Eigen::Index>(j) < a.rows() && static_cast<Eigen::Index>(r) < a.cols())

@@ -42,7 +42,47 @@ inline std::string ordinal(std::size_t k) {
                                                     : "th";
   return "the " + std::to_string(k) + suffix;
 }
+
+/// "4x2x2" (error messages).
+inline std::string shape_name(std::span<const std::size_t> branching) {
+  std::string s;
+  for (const std::size_t k : branching) s += (s.empty() ? "" : "x") + std::to_string(k);
+  return s.empty() ? "(empty)" : s;
+}
 }  // namespace detail
+
+/**
+ * The nodes of the full shape `branching` besides the root (k1 + k1 k2 + k1 k2 k3 + ...; a
+ * factor of 0 ends it), saturated at `cap`: exact while below `cap`, `cap` otherwise, without
+ * overflow whatever the factors. O(depth). Thread-safe.
+ */
+inline std::size_t shape_nodes(std::span<const std::size_t> branching,
+                               std::size_t cap = std::numeric_limits<std::size_t>::max()) noexcept {
+  std::size_t total = 0, width = 1;
+  for (const std::size_t k : branching) {
+    if (k == 0) break;
+    width = width > cap / k ? cap : width * k;
+    if (width >= cap - total) return cap;
+    total += width;
+  }
+  return total;
+}
+
+/**
+ * Throws std::invalid_argument, naming the shape after `who`, unless every factor of
+ * `branching` is >= 1 and its full shape, root included, has at most max_tree_nodes nodes: the
+ * check for a shape given from outside (generate_options::tree). O(depth).
+ */
+inline void check_tree_shape(std::span<const std::size_t> branching, const std::string& who) {
+  for (std::size_t i = 0; i < branching.size(); ++i)
+    if (branching[i] == 0)
+      throw std::invalid_argument(who + "[" + std::to_string(i) +
+                                  "]: a branching factor must be >= 1");
+  if (shape_nodes(branching, max_tree_nodes) >= max_tree_nodes)
+    throw std::invalid_argument(who + ": the shape " + detail::shape_name(branching) +
+                                " has more nodes than max_tree_nodes = " +
+                                std::to_string(max_tree_nodes));
+}
 
 /**
  * Parses a branching config such as "4x2x2" (4 children of the root, 2 children of each of

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "specdec/stats.hpp"
+#include "specdec/tree/token_tree.hpp"
 
 namespace specdec {
 
@@ -161,19 +162,18 @@ inline tree_plan plan_chain(const acceptance_profile& profile, const step_cost_m
 }
 
 /// The plan_tree score of one given shape (to compare a hand-picked shape with the plan):
-/// seconds_per_step 0 when the cost curve does not reach its node count.
+/// nodes is shape_nodes(branching), saturated at SIZE_MAX for a shape whose count does not fit
+/// a size_t; seconds_per_step 0 when the cost curve does not reach that count.
 inline tree_plan predict_plan(std::vector<std::size_t> branching, const acceptance_profile& profile,
                               const step_cost_model& cost) {
   tree_plan p{std::move(branching), 0, 1.0, 0.0};
-  std::size_t width = 1;
+  p.nodes = shape_nodes(p.branching);
   double reach = 1.0;
   for (std::size_t d = 0; d < p.branching.size(); ++d) {
-    width *= p.branching[d];
-    p.nodes += width;
     reach *= profile.accepted_within(d, p.branching[d]);
     p.tokens_per_step += reach;
   }
-  if (p.nodes + 1 < cost.target.size())
+  if (!cost.target.empty() && p.nodes < cost.target.size() - 1)
     p.seconds_per_step = cost.seconds(p.nodes, p.branching.size());
   return p;
 }
