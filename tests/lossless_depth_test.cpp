@@ -101,16 +101,30 @@ struct sampled {
 };
 
 // `trials` generations of `length` tokens by run(seed) -> generate_result.
+// The laws depend on the context's last two tokens only, so any prompt ending in {1, 2} shares
+// them (the n-gram cases use longer ones).
 template <class Run>
-sampled sample_runs(Run&& run, std::size_t length, int trials, std::uint64_t first_seed) {
+sampled sample_runs(Run&& run, std::size_t length, int trials, std::uint64_t first_seed,
+                    std::span<const token_id> context = prompt) {
+  REQUIRE(context.size() >= 2);
+  REQUIRE(context[context.size() - 2] == prompt[0]);
+  REQUIRE(context.back() == prompt[1]);
   sampled out{window_counts(vocab, length, width), {}};
   for (int t = 0; t < trials; ++t) {
     const specdec::generate_result r = run(first_seed + static_cast<std::uint64_t>(t));
-    REQUIRE(r.tokens.size() == length);
-    out.windows.add(prompt, r.tokens);
+    if (r.tokens.size() != length) FAIL("a run ended after " << r.tokens.size() << " tokens");
+    out.windows.add(context, r.tokens);
     out.depth.add(r.stats);
   }
   return out;
+}
+
+// Options of one sampled generation of `length` tokens.
+specdec::generate_options options_of(std::size_t warp_index, std::size_t length) {
+  specdec::generate_options o;
+  o.max_new_tokens = length;
+  o.sampling = warps[warp_index].sp;
+  return o;
 }
 
 void check_law(const sampled& got, std::size_t warp_index) {
@@ -139,7 +153,10 @@ void check_tree_depth(const depth_reached& d, std::size_t depth) {
 
 std::string shape_name(const std::vector<std::size_t>& shape) {
   std::string s;
-  for (std::size_t k : shape) s += (s.empty() ? "" : "x") + std::to_string(k);
+  for (std::size_t k : shape) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(k);
+  }
   return s;
 }
 
@@ -372,4 +389,376 @@ TEST_CASE("lossless depth: negative control in the chain simulator - the window 
     INFO(verdict.describe());
     CHECK(verdict.worst_ratio() > 1.0);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoder level: speculative_decoder and batch_decoder for real.
+
+namespace {
+
+using model_drafter_t = specdec::model_drafter<table_model>;
+
+// The decoder with a model drafter on `Target` (table_model, or tree_table_model for trees).
+template <class Target>
+sampled run_model_drafter(const specdec::generate_options& o, int trials, std::uint64_t seed) {
+  Target target(target_table);
+  table_model draft_model(draft_table);
+  model_drafter_t drafter(draft_model);
+  specdec::speculative_decoder decoder(target, drafter);
+  return sample_runs(
+      [&](std::uint64_t s) {
+        auto oo = o;
+        oo.sampling.seed = s;
+        return decoder.generate(prompt, oo);
+      },
+      o.max_new_tokens, trials, seed);
+}
+
+}  // namespace
+
+TEST_CASE("lossless depth: model drafter chains, token-wise verification, K = 1..8") {
+  const int trials = 8000;
+  for (std::size_t w = 0; w < warps.size(); ++w)
+    for (std::size_t k = 1; k <= 8; ++k) {
+      SECTION(warps[w].name + ", K = " + std::to_string(k)) {
+        auto o = options_of(w, k + 1);
+        o.draft_length = k;
+        const auto got = run_model_drafter<table_model>(o, trials, 1000 * k + 100 * w);
+        check_chain_depth(got.depth, k, static_cast<std::size_t>(trials));
+        check_law(got, w);
+      }
+    }
+}
+
+TEST_CASE("lossless depth: model drafter chains, block verification, K = 2..8") {
+  const int trials = 8000;
+  for (std::size_t w = 0; w < warps.size(); ++w)
+    for (std::size_t k = 2; k <= 8; ++k) {
+      SECTION(warps[w].name + ", K = " + std::to_string(k)) {
+        auto o = options_of(w, k + 1);
+        o.draft_length = k;
+        o.verification = specdec::chain_verification::block;
+        const auto got = run_model_drafter<table_model>(o, trials, 2000 * k + 100 * w);
+        check_chain_depth(got.depth, k, static_cast<std::size_t>(trials));
+        check_law(got, w);
+      }
+    }
+}
+
+TEST_CASE("lossless depth: model drafter trees of depth 1..4, i.i.d. and without replacement") {
+  const int trials = 8000;
+  const std::vector<std::vector<std::size_t>> shapes{{3}, {2, 2}, {2, 2, 2}, {2, 2, 2, 2}};
+  for (std::size_t w = 0; w < warps.size(); ++w)
+    for (const auto draw : {candidate_draw::iid, candidate_draw::without_replacement})
+      for (const auto& shape : shapes) {
+        SECTION(warps[w].name + (draw == candidate_draw::iid ? ", i.i.d., " : ", without replacement, ") +
+                shape_name(shape)) {
+          auto o = options_of(w, shape.size() + 1);
+          o.tree = shape;
+          o.tree_draw = draw;
+          const auto got = run_model_drafter<specdec::test::tree_table_model>(
+              o, trials, 3000 * shape.size() + 100 * w + (draw == candidate_draw::iid ? 0 : 50));
+          check_tree_depth(got.depth, shape.size());
+          CHECK(got.depth.drafted_at[shape.size() - 1] == static_cast<std::size_t>(trials));
+          check_law(got, w);
+        }
+      }
+}
+
+// Draft heads on the target's hidden states (hidden_table_model: the hidden row is the logits
+// row, the classifier the identity), built as in heads_drafter_test.cpp with 8 Medusa heads so
+// a chain can reach 8 drafts.
+namespace {
+
+using specdec::test::hidden_table_model;
+using capture = specdec::hidden_capture<hidden_table_model>;
+
+row_matrix random_matrix(Eigen::Index rows, Eigen::Index cols, float scale, std::uint64_t seed) {
+  specdec::rng g(seed);
+  row_matrix m(rows, cols);
+  for (Eigen::Index i = 0; i < m.size(); ++i)
+    m.data()[i] = scale * static_cast<float>(2.0 * g.uniform_open() - 1.0);
+  return m;
+}
+
+specdec::weight_view view(const row_matrix& m) { return {m.data(), m.rows(), m.cols()}; }
+
+specdec::medusa_weights medusa_heads(std::size_t heads) {
+  specdec::medusa_weights w;
+  const auto V = static_cast<Eigen::Index>(vocab);
+  for (std::size_t k = 0; k < heads; ++k)
+    w.heads.push_back({random_matrix(V, V, 0.8f, 10 + k), random_matrix(1, V, 0.5f, 20 + k),
+                       random_matrix(V, V, 1.5f, 30 + k)});
+  return w;
+}
+
+specdec::eagle_weights eagle_predictor() {
+  const auto V = static_cast<Eigen::Index>(vocab);
+  const Eigen::Index M = 16;
+  return {random_matrix(M, 2 * V, 0.8f, 41), random_matrix(1, M, 0.3f, 42),
+          random_matrix(V, M, 0.8f, 43), random_matrix(1, V, 0.3f, 44), 1.0f, {}, {}};
+}
+
+const row_matrix& embedding() {
+  static const row_matrix e = random_matrix(vocab, vocab, 1.0f, 50);
+  return e;
+}
+
+enum class head_kind { medusa, eagle };
+
+sampled run_heads(head_kind kind, const specdec::generate_options& o, int trials,
+                  std::uint64_t seed) {
+  hidden_table_model target(target_table);
+  capture cap(target);
+  const auto run = [&](auto& drafter) {
+    specdec::speculative_decoder decoder(cap, drafter);
+    return sample_runs(
+        [&](std::uint64_t s) {
+          auto oo = o;
+          oo.sampling.seed = s;
+          return decoder.generate(prompt, oo);
+        },
+        o.max_new_tokens, trials, seed);
+  };
+  if (kind == head_kind::medusa) {
+    specdec::medusa_drafter drafter(cap, medusa_heads(8), view(target.classifier()));
+    return run(drafter);
+  }
+  specdec::eagle_drafter drafter(cap, eagle_predictor(), view(target.classifier()),
+                                 view(embedding()), {.expand = 0});
+  return run(drafter);
+}
+
+}  // namespace
+
+namespace {
+
+struct heads_case {
+  std::string name;
+  std::vector<std::size_t> tree;  // empty: a chain of 8
+  candidate_draw draw;
+};
+
+// Each case at both warps: the depth reached and every position's window law.
+void check_heads(head_kind kind, const std::vector<heads_case>& cases, std::uint64_t seed) {
+  const int trials = 15000;
+  for (std::size_t w = 0; w < warps.size(); ++w)
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+      SECTION(cases[c].name + ", " + warps[w].name) {
+        auto o = options_of(w, 9);
+        o.draft_length = 8;
+        o.tree = cases[c].tree;
+        o.tree_draw = cases[c].draw;
+        const auto got = run_heads(kind, o, trials, seed + 100 * w + 10 * c);
+        if (o.tree.empty()) {
+          check_chain_depth(got.depth, 8, static_cast<std::size_t>(trials));
+        } else {
+          check_tree_depth(got.depth, 4);
+          CHECK(got.depth.drafted_at[3] >= static_cast<std::size_t>(trials));
+        }
+        check_law(got, w);
+      }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("lossless depth: Medusa heads, a chain of 8 and a tree of depth 4") {
+  check_heads(head_kind::medusa,
+              {{"chain of 8", {}, candidate_draw::iid},
+               {"tree 2x2x2x2, without replacement", {2, 2, 2, 2},
+                candidate_draw::without_replacement}},
+              5000);
+}
+
+TEST_CASE("lossless depth: EAGLE predictor, a chain of 8 and a tree of depth 4") {
+  check_heads(head_kind::eagle,
+              {{"chain of 8", {}, candidate_draw::iid},
+               {"tree 2x2x2x2, i.i.d.", {2, 2, 2, 2}, candidate_draw::iid}},
+              6000);
+}
+
+// N-gram drafts (deterministic: one-hot q) and the composed drafter.
+namespace {
+
+// The target's most likely continuation of `from`, `n` tokens; with `first` >= 0 its first token
+// is forced (an alternative branch).
+std::vector<token_id> likely_path(std::vector<token_id> from, std::size_t n, token_id first = -1) {
+  const table_model t(target_table);
+  std::vector<float> logits(vocab);
+  std::vector<token_id> path;
+  for (std::size_t i = 0; i < n; ++i) {
+    t.next_logits(from, logits);
+    const token_id x = i == 0 && first >= 0 ? first : specdec::argmax(logits);
+    path.push_back(x);
+    from.push_back(x);
+  }
+  return path;
+}
+
+// The target's second most likely token after `from`.
+token_id second_choice(const std::vector<token_id>& from) {
+  const table_model t(target_table);
+  std::vector<float> logits(vocab);
+  t.next_logits(from, logits);
+  logits[static_cast<std::size_t>(specdec::argmax(logits))] = -1e30f;
+  return specdec::argmax(logits);
+}
+
+std::vector<token_id> concat(std::initializer_list<std::vector<token_id>> parts) {
+  std::vector<token_id> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+template <class Drafter, class Target = table_model>
+sampled run_drafter(Drafter& drafter, std::span<const token_id> context,
+                    const specdec::generate_options& o, int trials, std::uint64_t seed) {
+  Target target(target_table);
+  specdec::speculative_decoder decoder(target, drafter);
+  return sample_runs(
+      [&](std::uint64_t s) {
+        auto oo = o;
+        oo.sampling.seed = s;
+        return decoder.generate(context, oo);
+      },
+      o.max_new_tokens, trials, seed, context);
+}
+
+}  // namespace
+
+TEST_CASE("lossless depth: n-gram drafts of 8 from the cross-request cache (one-hot q)") {
+  // The cache holds an earlier generation that continued {1, 2} along the target's most likely
+  // path; the request's own context {1, 2} has no earlier match, so the first step drafts 8
+  // tokens from the cache, deterministically.
+  const int trials = 20000;
+  auto cache = std::make_shared<specdec::ngram_cache>();
+  cache->insert(concat({{0, 3}, prompt, likely_path(prompt, 12)}));
+  for (std::size_t w = 0; w < warps.size(); ++w) {
+    SECTION(warps[w].name) {
+      specdec::ngram_drafter lookup({.cache = cache});
+      auto o = options_of(w, 9);
+      o.draft_length = 8;
+      const auto got = run_drafter(lookup, prompt, o, trials, 70000 + 100 * w);
+      check_chain_depth(got.depth, 8, static_cast<std::size_t>(trials));
+      check_law(got, w);
+    }
+  }
+}
+
+TEST_CASE("lossless depth: composed drafter (n-gram lookup, model fallback), chains of 8") {
+  const int trials = 20000;
+  // A prompt with no earlier match: the fallback drafts the first step's 8 tokens. A prompt
+  // that repeats {1, 2} after the target's likely path: the lookup drafts them (one-hot q).
+  const std::vector<token_id> repeated = concat({prompt, likely_path(prompt, 10), prompt});
+  for (std::size_t w = 0; w < warps.size(); ++w)
+    for (const bool lookup_first : {false, true}) {
+      SECTION(warps[w].name + (lookup_first ? ", the lookup drafts 8" : ", the fallback drafts 8")) {
+        specdec::ngram_drafter lookup({.match = specdec::ngram_match_policy::longest_continuation});
+        table_model draft_model(draft_table);
+        model_drafter_t fallback(draft_model);
+        specdec::composed_drafter both(lookup, fallback);
+        auto o = options_of(w, 9);
+        o.draft_length = 8;
+        const auto got = run_drafter(both, lookup_first ? std::span<const token_id>(repeated)
+                                                        : std::span<const token_id>(prompt),
+                                     o, trials, 8000 + 100 * w + (lookup_first ? 50 : 0));
+        check_chain_depth(got.depth, 8, static_cast<std::size_t>(trials));
+        CHECK(both.lookup_steps() > 0);
+        CHECK(both.fallback_steps() > 0);
+        if (lookup_first) {
+          CHECK(both.lookup_steps() >= static_cast<std::size_t>(trials));
+        } else {
+          CHECK(both.fallback_steps() >= static_cast<std::size_t>(trials));
+        }
+        check_law(got, w);
+      }
+    }
+}
+
+TEST_CASE("lossless depth: n-gram candidate tries of depth 4 (deterministic tree)") {
+  // {1, 2} occurs twice before the end of the prompt, followed by the target's likely path and
+  // by a path through its second choice: two candidates of 4 tokens, a trie 2x1x1x1.
+  const int trials = 20000;
+  const std::vector<token_id> context =
+      concat({prompt, likely_path(prompt, 6), prompt,
+              likely_path(prompt, 6, second_choice(prompt)), prompt});
+  for (std::size_t w = 0; w < warps.size(); ++w) {
+    SECTION(warps[w].name) {
+      specdec::ngram_drafter lookup({.min_ngram = 1, .max_ngram = 2});
+      auto o = options_of(w, 5);
+      o.tree = {2, 1, 1, 1};
+      const auto got = run_drafter<specdec::ngram_drafter, specdec::test::tree_table_model>(
+          lookup, context, o, trials, 9000 + 100 * w);
+      check_tree_depth(got.depth, 4);
+      CHECK(got.depth.drafted_at[3] >= static_cast<std::size_t>(trials));
+      REQUIRE(got.depth.offered_at_depth.size() == 4);
+      check_law(got, w);
+    }
+  }
+}
+
+// The batch decoder: 16 sequences at a time, each with its own model drafter and seed.
+namespace {
+
+sampled run_batch(const specdec::generate_options& o, int trials, std::uint64_t seed) {
+  using specdec::test::batch_table_model;
+  batch_table_model model({.model = target_table});
+  specdec::batch_decoder<batch_table_model, model_drafter_t> batch(model);
+  const int together = 16;
+  std::deque<table_model> draft_models;
+  std::deque<model_drafter_t> drafters;
+  for (int i = 0; i < together; ++i) drafters.emplace_back(draft_models.emplace_back(draft_table));
+  sampled out{window_counts(vocab, o.max_new_tokens, width), {}};
+  for (int done = 0; done < trials; done += together) {
+    std::vector<specdec::sequence_id> ids;
+    for (int i = 0; i < together && done + i < trials; ++i) {
+      auto oo = o;
+      oo.sampling.seed = seed + static_cast<std::uint64_t>(done + i);
+      ids.push_back(batch.add(prompt, oo, drafters[static_cast<std::size_t>(i)]));
+    }
+    batch.run();
+    for (const auto id : ids) {
+      if (batch.status(id) != specdec::sequence_status::finished) FAIL(batch.error(id));
+      const auto r = batch.result(id);
+      if (r.tokens.size() != o.max_new_tokens) FAIL("a sequence ended early");
+      out.windows.add(prompt, r.tokens);
+      out.depth.add(r.stats);
+      batch.remove(id);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("lossless depth: batch decoder, chains of 8 (token-wise, block) and trees of depth 4") {
+  const int trials = 20000;
+  struct batch_case {
+    std::string name;
+    specdec::chain_verification verification;
+    std::vector<std::size_t> tree;
+  };
+  const std::vector<batch_case> cases{
+      {"chain of 8, token-wise", specdec::chain_verification::token, {}},
+      {"chain of 8, block", specdec::chain_verification::block, {}},
+      {"tree 2x2x2x2, i.i.d.", specdec::chain_verification::token, {2, 2, 2, 2}},
+  };
+  for (std::size_t w = 0; w < warps.size(); ++w)
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+      SECTION(cases[c].name + ", " + warps[w].name) {
+        auto o = options_of(w, cases[c].tree.empty() ? 9 : 5);
+        o.draft_length = 8;
+        o.verification = cases[c].verification;
+        o.tree = cases[c].tree;
+        const auto got = run_batch(o, trials, 10000 + 1000 * w + 100 * c);
+        if (o.tree.empty()) {
+          check_chain_depth(got.depth, 8, static_cast<std::size_t>(trials));
+        } else {
+          check_tree_depth(got.depth, 4);
+          CHECK(got.depth.drafted_at[3] >= static_cast<std::size_t>(trials));
+        }
+        check_law(got, w);
+      }
+    }
 }
