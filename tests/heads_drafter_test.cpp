@@ -456,3 +456,38 @@ TEST_CASE("heads drafters: shapes whose node count overflows or passes max_tree_
     CHECK(out.tree.size() == 9);  // 6 + 36 + 216 + 1296 grown, 8 kept
   }
 }
+
+namespace {
+// A hidden_row_source whose rows are one float short of its hidden_size().
+struct short_rows {
+  std::vector<token_id> held{1, 2, 3};
+  std::vector<float> row = std::vector<float>(5, 0.5f);
+  std::size_t size() const { return held.size(); }
+  std::size_t hidden_size() const { return 6; }
+  std::size_t vocab_size() const { return 6; }
+  std::span<const float> hidden(std::size_t) const { return row; }
+  std::span<const token_id> tokens() const { return held; }
+};
+}  // namespace
+
+TEST_CASE("heads drafters: a hidden row of the wrong width is refused, not read past its end") {
+  short_rows source;
+  const row_matrix classifier = random_matrix(6, 6, 1.0f, 3);
+  const std::vector<token_id> history{1, 2, 3, 4};
+  const specdec::sampling_params greedy{.temperature = 0.0f};
+  specdec::rng gen(1);
+  specdec::draft chain;
+  specdec::tree_draft tree;
+  const std::vector<std::size_t> shape{2, 2};
+  specdec::medusa_drafter medusa_d(source, medusa(6, 2, false), view(classifier));
+  REQUIRE_THROWS_WITH(medusa_d.propose(history, 2, greedy, gen, chain),
+                      "medusa_drafter: the target's hidden row at position 2 has 5 entries, "
+                      "not hidden_size() = 6");
+  specdec::eagle_drafter eagle_d(source, eagle(6, 4), view(classifier), view(embedding_of(6)));
+  REQUIRE_THROWS_WITH(eagle_d.propose_tree(history, shape, greedy, gen, candidate_draw::iid, tree),
+                      "eagle_drafter: the target's hidden row at position 2 has 5 entries, not "
+                      "hidden_size() = 6");
+  source.row.resize(6, 0.5f);
+  CHECK_NOTHROW(medusa_d.propose(history, 2, greedy, gen, chain));
+  CHECK(chain.size() == 2);
+}

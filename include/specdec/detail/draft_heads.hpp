@@ -48,8 +48,9 @@ void silu_in_place(Eigen::MatrixBase<Derived>& m) {
 
 /// The hidden row the heads start from: the target's row at the last committed position, when
 /// the target holds exactly the history minus its last token (the decoder's invariant). Empty
-/// when it does not (nothing to draft from: the drafter proposes nothing). Throws
-/// std::invalid_argument naming `who` when the row holds NaN or infinity.
+/// when it does not, or the source has no row there (nothing to draft from: the drafter proposes
+/// nothing). Throws std::invalid_argument naming `who` when the row is not hidden_size() wide or
+/// holds NaN or infinity.
 template <class S>
 std::span<const float> start_row(const S& source, std::span<const token_id> history,
                                  const char* who) {
@@ -58,6 +59,12 @@ std::span<const float> start_row(const S& source, std::span<const token_id> hist
   const std::span<const token_id> held = source.tokens();
   if (held.size() + 1 != h || held.back() != history[h - 2]) return {};
   const std::span<const float> row = source.hidden(h - 2);
+  if (row.empty()) return {};
+  const auto d = static_cast<std::size_t>(source.hidden_size());
+  if (row.size() != d)
+    throw std::invalid_argument(std::string(who) + ": the target's hidden row at position " +
+                                std::to_string(h - 2) + " has " + std::to_string(row.size()) +
+                                " entries, not hidden_size() = " + std::to_string(d));
   for (float x : row)
     if (!std::isfinite(x))
       throw std::invalid_argument(std::string(who) + ": the target's hidden row at position " +
