@@ -330,6 +330,24 @@ TEST_CASE("decoder trees: the draft phase asks for no tree beyond max_tree_nodes
     specdec::detail::draft_phase(s, drafter);
     CHECK(drafter.last_branching == std::vector<std::size_t>{2});
   }
+  SECTION("a factor of 0 (the options' check refuses it) ends the shape") {
+    s.options.tree = {2, 0, 2};
+    specdec::detail::draft_phase(s, drafter);
+    CHECK(drafter.last_branching == std::vector<std::size_t>{2});
+  }
+  SECTION("no rows to spare: no drafts, tree or chain") {
+    s.options.tree = {2, 2};
+    for (const std::size_t rows : {0, 1}) {
+      specdec::detail::draft_phase(s, drafter, SIZE_MAX, rows);
+      CHECK(drafter.tree_calls == 0);
+      CHECK(s.score_tokens().size() == 1);
+    }
+    s.options.tree.clear();
+    for (const std::size_t rows : {0, 1}) {
+      specdec::detail::draft_phase(s, drafter, SIZE_MAX, rows);
+      CHECK(s.score_tokens().size() == 1);
+    }
+  }
   SECTION("the room after the context bounds the nodes, not only the depth") {
     s.options.tree = {2, 2, 2};
     s.capacity = 2 + 6;  // the model holds 2 tokens; 6 cells are left for the tree

@@ -28,12 +28,15 @@ inline void check_draft_token(const sequence_state& s, token_id t) {
 }
 
 /// The deepest level of `shape` (a tree's branching factors) that a tree drafted to it fits in
-/// `max_rows` rows, root included: at most `depth`. O(depth).
+/// `max_rows` rows, root included: at most `depth`, 0 when max_rows <= 1, never past a factor
+/// of 0. O(depth).
 inline std::size_t depth_within(std::span<const std::size_t> shape, std::size_t depth,
                                 std::size_t max_rows) noexcept {
+  if (max_rows <= 1) return 0;
   std::size_t fit = 0, rows = 1, width = 1;
   for (; fit < depth; ++fit) {
-    if (shape[fit] > (max_rows - rows) / width) break;  // width * shape[fit] rows do not fit
+    // A factor of 0 ends the shape; width * shape[fit] more rows must fit.
+    if (shape[fit] == 0 || shape[fit] > (max_rows - rows) / width) break;
     width *= shape[fit];
     rows += width;
   }
@@ -118,7 +121,8 @@ inline void check_tree_draft(const sequence_state& s, std::span<const std::size_
 /**
  * Drafts this step of s (a running sequence) with `drafter`, at most `max_k` draft positions
  * (the batch decoder's K policy; the options' K or tree otherwise) and at most `max_rows` rows
- * to score (the batch model's max_batch_tokens()). A tree's depth is cut to the levels whose
+ * to score (the batch model's max_batch_tokens(); the last token's row is scored even when it
+ * is 0). A tree's depth is cut to the levels whose
  * full shape fits all three bounds: those rows, the room the target's max_size() leaves (the
  * context plus every node of the tree, see TreeLanguageModel) and max_tree_nodes. Afterwards
  * s.score_tokens() / s.score_parents() say what to score and s.logits has room for the rows.
@@ -156,7 +160,8 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
       s.nodes = td.tree.size() - 1;
     }
   } else {
-    const std::size_t k = std::min({s.options.draft_length, s.draft_budget(), max_k, max_rows - 1});
+    const std::size_t k = std::min(
+        {s.options.draft_length, s.draft_budget(), max_k, max_rows > 0 ? max_rows - 1 : 0});
     s.chain.clear();
     if (k > 0) drafter.propose(s.history, k, s.options.sampling, s.gen, s.chain);
     const std::size_t n = std::min(s.chain.size(), k);
