@@ -139,3 +139,21 @@ TEST_CASE("composed_drafter: the decoder's checks see every part") {
                                           "drafter.part[0]'s"));
   }
 }
+
+TEST_CASE("composed_drafter: model_calls counts the draft-model calls of both parts") {
+  table_model target({.vocab_size = 6, .order = 2, .seed = 5, .scale = 3.0f});
+  table_model first_model({.vocab_size = 6, .order = 2, .seed = 5, .mix = 0.3f});
+  table_model second_model({.vocab_size = 6, .order = 2, .seed = 5, .mix = 0.5f});
+  specdec::model_drafter first(first_model), second(second_model);
+  specdec::composed_drafter both(first, second, {.min_lookup_tokens = 3});
+  specdec::speculative_decoder decoder(target, both);
+  specdec::generate_options o;
+  o.max_new_tokens = 40;
+  o.sampling.temperature = 0.0f;
+  o.draft_length = 3;
+  const auto r = decoder.generate(tokens{1, 2, 3}, o);
+  CHECK(first.model_calls() > 0);
+  CHECK(both.model_calls() == first.model_calls() + second.model_calls());
+  CHECK(both.model_calls() == first_model.append_calls() + second_model.append_calls());
+  CHECK(r.stats.draft_model_calls == both.model_calls());
+}

@@ -84,11 +84,13 @@ class composed_drafter {
     f(fallback_);
   }
 
-  /// The fallback's draft-model calls, when it counts them (decode_stats::draft_model_calls).
+  /// The draft-model calls of both parts, for those that count them
+  /// (decode_stats::draft_model_calls); present when at least one part counts.
   std::size_t model_calls() const
-    requires requires(const Fallback& f) { f.model_calls(); }
+    requires(requires(const Lookup& l) { l.model_calls(); } ||
+             requires(const Fallback& f) { f.model_calls(); })
   {
-    return fallback_.model_calls();
+    return calls_of(lookup_) + calls_of(fallback_);
   }
 
   /// Steps drafted by each part since construction (for statistics).
@@ -96,6 +98,15 @@ class composed_drafter {
   std::size_t fallback_steps() const noexcept { return fallback_steps_; }
 
  private:
+  template <class D>
+  static std::size_t calls_of(const D& d) {
+    if constexpr (requires { d.model_calls(); }) {
+      return static_cast<std::size_t>(d.model_calls());
+    } else {
+      return 0;
+    }
+  }
+
   Lookup& lookup_;
   Fallback& fallback_;
   composed_options options_;
