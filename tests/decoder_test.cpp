@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <stdexcept>
 #include <vector>
 
 #include "support/chi_square.hpp"
@@ -418,4 +419,72 @@ TEST_CASE("decoder: start() refusing its arguments mid-generation ends that gene
   drafter_t fresh_drafter(fresh_draft);
   specdec::speculative_decoder fresh(fresh_target, fresh_drafter);
   CHECK(decoder.generate(prompt, o).tokens == fresh.generate(prompt, o).tokens);
+}
+
+namespace {
+// A model_drafter whose reset() throws when asked to.
+struct flaky_reset_drafter {
+  drafter_t inner;
+  bool throw_on_reset = false;
+  void propose(std::span<const token_id> h, std::size_t k, const specdec::sampling_params& sp,
+               specdec::rng& g, specdec::draft& out) {
+    inner.propose(h, k, sp, g, out);
+  }
+  void accept(std::span<const token_id> c) { inner.accept(c); }
+  void reset() {
+    if (throw_on_reset) throw std::runtime_error("flaky_reset_drafter: reset refused");
+    inner.reset();
+  }
+};
+// A target (without a token readback) whose truncate throws when asked to.
+struct flaky_truncate_model {
+  table_model inner{{.vocab_size = 16, .seed = 7}};
+  bool throw_on_truncate = false;
+  std::size_t vocab_size() const { return inner.vocab_size(); }
+  std::size_t size() const { return inner.size(); }
+  void append(std::span<const token_id> t, std::span<float> logits) { inner.append(t, logits); }
+  void truncate(std::size_t n) {
+    if (throw_on_truncate) throw std::runtime_error("flaky_truncate_model: truncate refused");
+    inner.truncate(n);
+  }
+};
+}  // namespace
+
+TEST_CASE("decoder: a start() that fails past validation leaves nothing stale") {
+  table_model draft_model({.vocab_size = 16, .seed = 7, .mix = 0.3f});
+  specdec::generate_options o;
+  o.max_new_tokens = 30;
+  o.reuse_prefix = true;
+  const std::vector<token_id> prompt{3, 1, 4, 1, 5}, other{2, 7, 1, 8};
+  SECTION("the drafter's reset() throws: the generation in progress ends, consistent") {
+    table_model target({.vocab_size = 16, .seed = 7});
+    flaky_reset_drafter drafter{drafter_t(draft_model)};
+    specdec::speculative_decoder decoder(target, drafter);
+    decoder.start(prompt, o);
+    decoder.step();
+    const std::vector<token_id> before(decoder.history().begin(), decoder.history().end());
+    drafter.throw_on_reset = true;
+    REQUIRE_THROWS_WITH(decoder.start(other, o), "flaky_reset_drafter: reset refused");
+    CHECK(decoder.done());
+    CHECK(std::equal(before.begin(), before.end(), decoder.history().begin(),
+                     decoder.history().end()));
+    CHECK(target.size() + 1 == decoder.history().size());
+    drafter.throw_on_reset = false;
+    table_model fresh_target({.vocab_size = 16, .seed = 7});
+    table_model fresh_draft({.vocab_size = 16, .seed = 7, .mix = 0.3f});
+    drafter_t fresh_drafter(fresh_draft);
+    specdec::speculative_decoder fresh(fresh_target, fresh_drafter);
+    CHECK(decoder.generate(other, o).tokens == fresh.generate(other, o).tokens);
+  }
+  SECTION("the target's truncate throws: no history is left to reuse") {
+    flaky_truncate_model target;
+    drafter_t drafter(draft_model);
+    specdec::speculative_decoder decoder(target, drafter);
+    decoder.generate(prompt, o);
+    target.throw_on_truncate = true;
+    std::vector<token_id> turn(decoder.history().begin(), decoder.history().end() - 3);
+    REQUIRE_THROWS_WITH(decoder.start(turn, o), "flaky_truncate_model: truncate refused");
+    CHECK(decoder.done());
+    CHECK(decoder.history().empty());
+  }
 }
