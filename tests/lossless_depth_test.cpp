@@ -261,9 +261,9 @@ const auto block_wise = [](specdec::logits_view t, std::span<const token_id> d,
 }  // namespace
 
 TEST_CASE("lossless depth: token-wise accepted length follows prod a_j (1 - a_i), K = 1..8") {
-  // Rows that depend on the position only, so P(accepted = i) has the closed form; 200,000 steps
+  // Rows that depend on the position only, so P(accepted = i) has the closed form; 100,000 steps
   // a case, a chi-square over the K + 1 lengths.
-  const int trials = 200000;
+  const int trials = 100000;
   const position_rows rows = random_rows(6, 8, 77);
   for (const bool one_hot : {false, true})
     for (std::size_t k = 1; k <= 8; ++k) {
@@ -286,7 +286,7 @@ TEST_CASE("lossless depth: negative control - a biased token rule fails the same
   const specdec::test::biased_rejection biased{0.01};
   SECTION("accepted length, K = 8") {
     const auto law = specdec::test::accepted_length_law(acceptance_by_position(rows, 8, false));
-    const auto counts = accepted_lengths(rows, 8, false, biased, 200000, 108);
+    const auto counts = accepted_lengths(rows, 8, false, biased, 100000, 108);
     const auto chi = specdec::test::chi_square(counts, law);
     INFO(chi.describe());
     CHECK(chi.statistic > chi.critical);
@@ -541,7 +541,7 @@ struct heads_case {
 
 // Each case at both warps: the depth reached and every position's window law.
 void check_heads(head_kind kind, const std::vector<heads_case>& cases, std::uint64_t seed) {
-  const int trials = 15000;
+  const int trials = 10000;
   for (std::size_t w = 0; w < warps.size(); ++w)
     for (std::size_t c = 0; c < cases.size(); ++c) {
       SECTION(cases[c].name + ", " + warps[w].name) {
@@ -733,7 +733,7 @@ sampled run_batch(const specdec::generate_options& o, int trials, std::uint64_t 
 }  // namespace
 
 TEST_CASE("lossless depth: batch decoder, chains of 8 (token-wise, block) and trees of depth 4") {
-  const int trials = 20000;
+  const int trials = 12000;
   struct batch_case {
     std::string name;
     specdec::chain_verification verification;
