@@ -188,8 +188,9 @@ class batch_decoder {
   }
 
   /// Ends sequence `id` (running or not) and releases it in the model. Throws
-  /// std::invalid_argument for an id this decoder does not hold (never added, or removed);
-  /// whatever the model's release_sequence throws, the sequence then still held.
+  /// std::invalid_argument for an id this decoder does not hold (never added, or removed). If the
+  /// model's release_sequence throws, the exception propagates and the sequence stays held (a
+  /// later remove, or the destructor, releases it).
   void remove(sequence_id id) {
     const auto it = std::find_if(slots_.begin(), slots_.end(),
                                  [&](const auto& s) { return s->view.id() == id; });

@@ -38,7 +38,6 @@ std::span<const token_id> readback_of(const Model& model) {
 template <class Model>
 std::size_t reusable_prefix(const sequence_state& s, const Model& model,
                             std::span<const token_id> prompt) {
-  const auto size = static_cast<std::size_t>(model.size());
   std::size_t keep = 0;
   if constexpr (requires {
                   { model.tokens() } -> std::convertible_to<std::span<const token_id>>;
@@ -46,7 +45,9 @@ std::size_t reusable_prefix(const sequence_state& s, const Model& model,
     const std::span<const token_id> held = readback_of(model);
     const std::size_t limit = std::min(held.size(), prompt.size() - 1);
     while (keep < limit && held[keep] == prompt[keep]) ++keep;
-  } else if (!s.history.empty() && size + 1 == s.history.size()) {
+  } else {
+    if (s.history.empty() || static_cast<std::size_t>(model.size()) + 1 != s.history.size())
+      return 0;
     const std::size_t limit = std::min(s.history.size() - 1, prompt.size() - 1);
     while (keep < limit && s.history[keep] == prompt[keep]) ++keep;
   }
@@ -67,18 +68,21 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
                     bool can_tree) {
   const auto vocab = static_cast<std::size_t>(model.vocab_size());
   const std::size_t capacity = max_size_of(model);
-  try {
-    validate_options(prompt, options, vocab, capacity, can_tree);
-    drafter.reset();
-  } catch (...) {
+  auto end_in_progress = [&s] {  // history and context stay as they are, consistent
     if (!s.done) {
       s.done = true;
       s.reason = stop_reason::callback;
     }
+  };
+  try {
+    validate_options(prompt, options, vocab, capacity, can_tree);
+    drafter.reset();
+  } catch (...) {
+    end_in_progress();
     throw;
   }
+  end_in_progress();  // from here on, an exception leaves s done
   const auto t0 = decode_clock::now();
-  // The model holds history minus its last token while the invariant stands.
   const std::size_t keep = options.reuse_prefix ? reusable_prefix(s, model, prompt) : 0;
   std::vector<token_id> fresh(prompt.begin(), prompt.end());  // `prompt` may view history
   s.vocab = vocab;
@@ -88,7 +92,6 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
   s.stats = decode_stats{};
   s.plan = tree_plan{};
   if (s.options.replan.every > 0 && !s.measured.offered_at_rank.empty()) replan(s, can_tree);
-  s.done = true;
   s.history.swap(fresh);
   s.prompt_size = s.history.size();
   if constexpr (requires { drafter.model_calls(); }) s.draft_calls_at_start = drafter.model_calls();
