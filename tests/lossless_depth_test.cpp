@@ -8,10 +8,15 @@
 // The window holds all the target says about x_j, so a verifier or drafter that gets the
 // conditioning wrong at depth j moves it; the runs generate K + 1 tokens (a tree: depth + 1; the
 // heads, n-gram and batch cases: 9), so the first step drafts to full depth and every position
-// it can emit is tested. Each chi-square is at the repository's level (z = 3.719, 1e-4); this
-// file runs about 450 of them, so on correct code a given set of seeds fails one with
-// probability about 4.5% - the seeds are fixed, so the outcome is reproducible, and a failure
-// is worth a second look rather than a new seed.
+// it can emit is tested. Cells expecting fewer than 25 counts are pooled (chi_square_pooled:
+// the statistic's far tail is trustworthy only then). Each chi-square is at the repository's
+// level (z = 3.719, 1e-4) with no correction for multiplicity: this file runs about 500 of them,
+// so on correct code a given set of seeds fails one with probability about 5%. The seeds are
+// fixed, so the outcome is reproducible; a failure is worth a look at ten times the runs from
+// the same seed (a real bias grows tenfold, a chance one does not) before anything else.
+//
+// A large vocabulary (V = 2100: three of the kernels' blocks of 1024) is checked too, with rows
+// that depend on the position only and the likely tokens on the block boundaries.
 //
 // Verifier-level tests run a chain simulator whose verifier is a parameter; the accepted length
 // of token-wise verification is checked against its closed form; and a deliberately biased copy
@@ -30,6 +35,7 @@
 #include <specdec/verify/block.hpp>
 #include <specdec/verify/rejection.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <map>
@@ -761,4 +767,116 @@ TEST_CASE("lossless depth: batch decoder, chains of 8 (token-wise, block) and tr
         check_law(got, w);
       }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A large vocabulary: the row kernels and sample() work in blocks of 1024 values; V = 2100 has
+// three blocks, and the tokens on either side of each boundary carry most of the mass.
+
+namespace {
+
+constexpr std::size_t big_vocab = 2100;
+constexpr std::size_t big_positions = 9;
+
+// The likely tokens: the first and last few of each block of 1024.
+const std::vector<std::size_t> hot_tokens{0,    1,    2,    1021, 1022, 1023, 1024,
+                                          1025, 1026, 2045, 2046, 2047, 2048, 2049,
+                                          2050, 2097, 2098, 2099};
+
+// Bins: each hot token alone, then the cold tokens between them, one bin per gap.
+std::vector<std::size_t> bin_of_token() {
+  std::vector<std::size_t> bin(big_vocab);
+  std::size_t next = 0;
+  for (std::size_t t = 0; t < big_vocab; ++t) {
+    const bool hot = std::find(hot_tokens.begin(), hot_tokens.end(), t) != hot_tokens.end();
+    const bool after_hot = t > 0 && std::find(hot_tokens.begin(), hot_tokens.end(), t - 1) !=
+                                        hot_tokens.end();
+    if (hot || t == 0 || after_hot) bin[t] = next++;  // a new bin
+    else bin[t] = bin[t - 1];
+  }
+  return bin;
+}
+
+// Rows that depend on the position only (so the target's law is the product of its rows):
+// target logits +2 on the hot tokens and -4 elsewhere, with noise; the draft's add more noise.
+struct big_rows {
+  std::vector<std::vector<float>> target, draft;
+};
+
+big_rows make_big_rows() {
+  specdec::rng g(2100);
+  big_rows r;
+  for (std::size_t j = 0; j < big_positions; ++j) {
+    std::vector<float> t(big_vocab), d(big_vocab);
+    for (std::size_t x = 0; x < big_vocab; ++x) {
+      const bool hot = std::find(hot_tokens.begin(), hot_tokens.end(), x) != hot_tokens.end();
+      t[x] = static_cast<float>((hot ? 2.0 : -4.0) + 1.5 * (g.uniform_open() - 0.5));
+      d[x] = t[x] + static_cast<float>(1.2 * (g.uniform_open() - 0.5));
+    }
+    r.target.push_back(t);
+    r.draft.push_back(d);
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("lossless depth: V = 2100 (three blocks of 1024), a chain of 8, tokens by bin") {
+  // The simulator with rows chosen by absolute position; each position's token, binned (18 hot
+  // tokens on the block boundaries alone, the gaps between them pooled), against warp(p_j).
+  const int trials = 3000;
+  const big_rows rows = make_big_rows();
+  const auto bins = bin_of_token();
+  const std::size_t nbins = bins.back() + 1;
+  struct big_case {
+    std::string name;
+    sampling_params sp;
+    bool block;
+  };
+  const std::vector<big_case> cases{
+      {"verify_rejection, T = 1", {.temperature = 1.0f}, false},
+      {"verify_rejection, T = 0.8, top-p 0.9", {.temperature = 0.8f, .top_p = 0.9f}, false},
+      {"verify_block, T = 0.8, top-p 0.9", {.temperature = 0.8f, .top_p = 0.9f}, true},
+  };
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    SECTION(cases[c].name) {
+      const auto& bc = cases[c];
+      const std::vector<token_id> context{0};
+      const auto position = [&](std::span<const token_id> seq) { return seq.size() - context.size(); };
+      const auto target_logits = [&](std::span<const token_id> seq, std::span<float> out) {
+        const auto& row = rows.target[position(seq)];
+        std::copy(row.begin(), row.end(), out.begin());
+      };
+      const auto draft_probs = [&](std::span<const token_id> seq, std::span<float> out) {
+        specdec::warp(rows.draft[position(seq)], bc.sp, out);
+      };
+      const specdec::test::chain_sim_options o{.vocab = big_vocab, .draft_length = 8,
+                                               .length = big_positions, .one_hot = false,
+                                               .sampling = bc.sp};
+      specdec::rng gen(400 + c);
+      specdec::test::chain_depth depth;
+      std::vector<std::vector<std::size_t>> counts(big_positions, std::vector<std::size_t>(nbins));
+      for (int t = 0; t < trials; ++t) {
+        const auto tokens =
+            bc.block ? specdec::test::simulate_chain(target_logits, draft_probs, block_wise,
+                                                     context, o, gen, depth)
+                     : specdec::test::simulate_chain(target_logits, draft_probs, token_wise,
+                                                     context, o, gen, depth);
+        for (std::size_t j = 0; j < big_positions; ++j)
+          counts[j][bins[static_cast<std::size_t>(tokens[j])]]++;
+      }
+      REQUIRE(depth.drafted_at.size() == 8);
+      CHECK(depth.drafted_at[7] == static_cast<std::size_t>(trials));
+      CHECK(depth.accepted_at[7] > 0);
+      for (std::size_t j = 0; j < big_positions; ++j) {
+        std::vector<float> p(big_vocab);
+        specdec::warp(rows.target[j], bc.sp, p);
+        std::vector<double> law(nbins, 0.0);
+        for (std::size_t x = 0; x < big_vocab; ++x) law[bins[x]] += p[x];
+        const auto chi = specdec::test::chi_square_pooled(counts[j], law);
+        INFO("position " << j << ": " << chi.describe());
+        CHECK(chi.pass());
+      }
+    }
+  }
 }
