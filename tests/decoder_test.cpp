@@ -488,3 +488,63 @@ TEST_CASE("decoder: a start() that fails past validation leaves nothing stale") 
     CHECK(decoder.history().empty());
   }
 }
+
+namespace {
+// A model_drafter whose accept() throws on its n-th call.
+struct flaky_accept_drafter {
+  drafter_t inner;
+  std::size_t throw_at = 0, calls = 0;
+  void propose(std::span<const token_id> h, std::size_t k, const specdec::sampling_params& sp,
+               specdec::rng& g, specdec::draft& out) {
+    inner.propose(h, k, sp, g, out);
+  }
+  void accept(std::span<const token_id> c) {
+    if (++calls == throw_at) throw std::runtime_error("flaky_accept_drafter: accept refused");
+    inner.accept(c);
+  }
+  void reset() { inner.reset(); }
+};
+}  // namespace
+
+TEST_CASE("decoder: a drafter whose accept() throws leaves the step counted in the statistics") {
+  table_model target({.vocab_size = 16, .seed = 7});
+  table_model draft_model({.vocab_size = 16, .seed = 7, .mix = 0.3f});
+  flaky_accept_drafter drafter{drafter_t(draft_model), 3};
+  specdec::speculative_decoder decoder(target, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 30;
+  const std::vector<token_id> prompt{3, 1, 4, 1, 5};
+  decoder.start(prompt, o);
+  decoder.step();
+  decoder.step();
+  REQUIRE_THROWS_WITH(decoder.step(), "flaky_accept_drafter: accept refused");
+  // The step was committed: its tokens are in the history, the target holds them, and the
+  // statistics count them.
+  CHECK(target.size() + 1 == decoder.history().size());
+  CHECK(decoder.stats().target_calls == 3);
+  CHECK(decoder.stats().generated_tokens == decoder.history().size() - prompt.size());
+  while (!decoder.done()) decoder.step();
+  CHECK(decoder.stats().generated_tokens == 30);
+}
+
+TEST_CASE("decoder: a callback that throws leaves its step counted in the statistics") {
+  table_model target({.vocab_size = 16, .seed = 7});
+  table_model draft_model({.vocab_size = 16, .seed = 7, .mix = 0.3f});
+  drafter_t drafter(draft_model);
+  specdec::speculative_decoder decoder(target, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 30;
+  std::size_t seen = 0;
+  o.on_token = [&seen](token_id) {
+    if (++seen == 7) throw std::runtime_error("on_token: refused");
+    return true;
+  };
+  const std::vector<token_id> prompt{3, 1, 4, 1, 5};
+  REQUIRE_THROWS_WITH(decoder.generate(prompt, o), "on_token: refused");
+  CHECK(decoder.done());
+  CHECK(decoder.reason() == specdec::stop_reason::callback);
+  CHECK(decoder.history().size() == prompt.size() + 7);
+  CHECK(target.size() + 1 == decoder.history().size());
+  CHECK(decoder.stats().generated_tokens == 7);
+  CHECK(decoder.stats().accepted_tokens + decoder.stats().target_calls >= 7);
+}

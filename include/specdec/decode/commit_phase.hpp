@@ -32,10 +32,38 @@ void abandon_step(sequence_state& s, Model& model) {
   if (static_cast<std::size_t>(model.size()) > before) model.truncate(before);
 }
 
+/// Adds a committed step of s (`accepted` drafts kept) to s.stats; t0: when the commit began.
+template <class Draft>
+void count_step(sequence_state& s, Draft& drafter, std::size_t accepted,
+                decode_clock::time_point t0) {
+  decode_stats& st = s.stats;
+  st.target_calls += 1;
+  st.draft_calls += s.positions > 0;
+  st.drafted_tokens += s.positions;
+  st.drafted_nodes += s.nodes;
+  st.accepted_tokens += accepted;
+  if (st.drafted_at.size() < s.positions) {
+    st.drafted_at.resize(s.positions);
+    st.accepted_at.resize(s.positions);
+  }
+  for (std::size_t i = 0; i < s.positions; ++i) st.drafted_at[i] += 1;
+  for (std::size_t i = 0; i < accepted; ++i) st.accepted_at[i] += 1;
+  st.generated_tokens = s.generated();
+  if constexpr (requires { drafter.model_calls(); })
+    st.draft_model_calls = drafter.model_calls() - s.draft_calls_at_start;
+  st.draft_seconds += s.draft_seconds;
+  st.target_seconds += s.target_seconds;
+  st.verify_seconds += s.verify_seconds;
+  st.total_seconds += s.draft_seconds + s.target_seconds + s.verify_seconds +
+                      seconds_between(t0, decode_clock::now());
+}
+
 /**
  * Commits s's verdict to `model` and emits the tokens (see the header comment). Returns what the
  * step emitted. If the callback throws, the model is rolled back to the tokens emitted so far,
- * the run ends (stop_reason::callback) and the exception propagates.
+ * the run ends (stop_reason::callback), the step is counted in the statistics and the exception
+ * propagates. If the drafter's accept throws, the step is committed and counted and the
+ * exception propagates.
  */
 template <LanguageModel Model, class Draft>
 step_result commit_phase(sequence_state& s, Model& model, Draft& drafter) {
@@ -81,32 +109,16 @@ step_result commit_phase(sequence_state& s, Model& model, Draft& drafter) {
     model.truncate(s.history.size() - 1);
     s.done = true;
     s.reason = stop_reason::callback;
+    count_step(s, drafter, accepted, t0);
     throw;
   }
   model.truncate(s.history.size() - 1);
   const std::span<const token_id> emitted(s.history.data() + h, s.history.size() - h);
-  drafter.accept(emitted);
 
-  decode_stats& st = s.stats;
-  st.target_calls += 1;
-  st.draft_calls += s.positions > 0;
-  st.drafted_tokens += s.positions;
-  st.drafted_nodes += s.nodes;
-  st.accepted_tokens += accepted;
-  if (st.drafted_at.size() < s.positions) {
-    st.drafted_at.resize(s.positions);
-    st.accepted_at.resize(s.positions);
-  }
-  for (std::size_t i = 0; i < s.positions; ++i) st.drafted_at[i] += 1;
-  for (std::size_t i = 0; i < accepted; ++i) st.accepted_at[i] += 1;
-  st.generated_tokens = s.generated();
-  if constexpr (requires { drafter.model_calls(); })
-    st.draft_model_calls = drafter.model_calls() - s.draft_calls_at_start;
-  st.draft_seconds += s.draft_seconds;
-  st.target_seconds += s.target_seconds;
-  st.verify_seconds += s.verify_seconds;
-  st.total_seconds += s.draft_seconds + s.target_seconds + s.verify_seconds +
-                      seconds_between(t0, decode_clock::now());
+  count_step(s, drafter, accepted, t0);
+  // Last: if the drafter throws, the step is committed and counted all the same (a drafter
+  // re-synchronises from the history on its next propose).
+  drafter.accept(emitted);
   return {emitted, s.positions, accepted, s.done};
 }
 
