@@ -515,3 +515,16 @@ TEST_CASE("batch_decoder: a release the model refuses leaves the sequence held")
   CHECK(batch.ids() == std::vector<sequence_id>{b});
   CHECK(model.live() == 1);
 }
+
+TEST_CASE("batch_decoder: two views of one sequence are one context to the decoders' checks") {
+  batch_table_model model({.model = target_table});
+  const sequence_id id = model.create_sequence();
+  view_t target(model, id), same(model, id);
+  specdec::model_drafter<view_t> drafter(same);
+  REQUIRE_THROWS_WITH((specdec::speculative_decoder<view_t, specdec::model_drafter<view_t>>(
+                          target, drafter)),
+                      Catch::StartsWith("drafter: the draft model is the target itself"));
+  view_t other(model, model.create_sequence());
+  specdec::model_drafter<view_t> fine(other);
+  CHECK_NOTHROW(specdec::speculative_decoder<view_t, specdec::model_drafter<view_t>>(target, fine));
+}

@@ -13,7 +13,6 @@
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -277,15 +276,15 @@ class batch_decoder {
   // sequence's context. Other sequences of the model are fine draft contexts.
   void check_draft_contexts(Draft& drafter, sequence_id joining) const {
     auto check = [&](auto& d, const std::string& name) {
-      if constexpr (requires { d.model(); }) {
-        if constexpr (std::same_as<std::remove_cvref_t<decltype(d.model())>, view_type>) {
-          const view_type& m = d.model();
-          if (&m.model() == &model_ && (m.id() == joining || holds(m.id())))
-            throw std::invalid_argument(name + ": the draft model is sequence " +
-                                        std::to_string(m.id()) +
-                                        " of the target batch model, a context this decoder "
-                                        "decodes; a draft model needs a context of its own");
-        }
+      if constexpr (requires {
+                      { &d.model() } -> std::convertible_to<const void*>;
+                    }) {
+        const auto [batch, id] = detail::context_of(d.model());  // a view: (model, sequence)
+        if (batch == static_cast<const void*>(&model_) && (id == joining || holds(id)))
+          throw std::invalid_argument(name + ": the draft model is sequence " +
+                                      std::to_string(id) +
+                                      " of the target batch model, a context this decoder "
+                                      "decodes; a draft model needs a context of its own");
       }
     };
     detail::walk_drafter(drafter, "drafter", check);

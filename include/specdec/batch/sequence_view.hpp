@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <utility>
 
 #include "specdec/concepts/batch_language_model.hpp"
 #include "specdec/concepts/language_model.hpp"
@@ -77,6 +78,12 @@ class sequence_view {
 
   sequence_id id() const noexcept { return id_; }
   Batch& model() const noexcept { return *model_; }
+
+  /// The context a view stands for, (batch model, sequence): two views of one sequence are one
+  /// context to the decoders' checks (found by argument-dependent lookup; see check_drafter_for).
+  friend std::pair<const void*, std::uint64_t> context_key(const sequence_view& v) noexcept {
+    return {static_cast<const void*>(v.model_), static_cast<std::uint64_t>(v.id_)};
+  }
 
  private:
   Batch* model_;

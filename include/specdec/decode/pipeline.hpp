@@ -6,6 +6,8 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -48,17 +50,33 @@ void walk_drafter(Draft& drafter, const std::string& name, F& f) {
   }
 }
 
+/// Which context a model stands for: context_key(m) when the type has one (found by
+/// argument-dependent lookup: a view such as sequence_view names the sequence it views), else
+/// the object itself. Two models with equal keys share one context.
+using context_key_t = std::pair<const void*, std::uint64_t>;
+template <class M>
+context_key_t context_of(const M& m) {
+  if constexpr (requires {
+                  { context_key(m) } -> std::convertible_to<context_key_t>;
+                }) {
+    return context_key(m);
+  } else {
+    return {static_cast<const void*>(std::addressof(m)), 0};
+  }
+}
+
 /**
  * Throws std::invalid_argument, naming the drafter or the part at fault ("drafter",
  * "drafter.part[1]", ...), if `drafter` cannot draft for `model`: it or any of its parts has a
- * vocab_size() other than the target's, drafts with the target object itself (they would
- * overwrite each other's context), or shares its draft model with another part. Touches no
- * model. O(parts^2).
+ * vocab_size() other than the target's, drafts with the target's context itself (they would
+ * overwrite each other's; compared by context_of), or shares its draft model's context with
+ * another part. Touches no model. O(parts^2).
  */
 template <class Model, class Draft>
 void check_drafter_for(const Model& model, Draft& drafter) {
   const auto v = static_cast<std::size_t>(model.vocab_size());
-  std::vector<std::pair<const void*, std::string>> models;  // draft models seen, by whom
+  const context_key_t target = context_of(model);
+  std::vector<std::pair<context_key_t, std::string>> models;  // draft contexts seen, by whom
   auto check = [&](auto& d, const std::string& name) {
     if constexpr (requires { d.vocab_size(); }) {
       const std::size_t dv = static_cast<std::size_t>(d.vocab_size());
@@ -69,8 +87,8 @@ void check_drafter_for(const Model& model, Draft& drafter) {
     if constexpr (requires {
                     { &d.model() } -> std::convertible_to<const void*>;
                   }) {
-      const void* m = static_cast<const void*>(&d.model());
-      if (m == static_cast<const void*>(&model))
+      const context_key_t m = context_of(d.model());
+      if (m == target)
         throw std::invalid_argument(
             name +
             ": the draft model is the target itself; both need their own context (use a "
