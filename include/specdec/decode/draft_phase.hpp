@@ -122,9 +122,9 @@ inline void check_tree_draft(const sequence_state& s, std::span<const std::size_
  * Drafts this step of s (a running sequence) with `drafter`, at most `max_k` draft positions
  * (the batch decoder's K policy; the options' K or tree otherwise) and at most `max_rows` rows
  * to score (the batch model's max_batch_tokens(); the last token's row is scored even when it
- * is 0). A tree's depth is cut to the levels whose
- * full shape fits all three bounds: those rows, the room the target's max_size() leaves (the
- * context plus every node of the tree, see TreeLanguageModel) and max_tree_nodes. Afterwards
+ * is 0). A tree's depth is cut to the levels whose full shape fits all three bounds: those
+ * rows, the room the target's max_size() leaves (the context plus every node of the tree, see
+ * TreeLanguageModel) and max_tree_nodes. Afterwards
  * s.score_tokens() / s.score_parents() say what to score and s.logits has room for the rows.
  * Throws std::invalid_argument for a draft that breaks the Drafter or TreeDrafter contract (see
  * check_tree_draft; a chain: a token out of the vocabulary, q rows of the wrong shape); whatever
