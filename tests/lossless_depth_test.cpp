@@ -22,7 +22,12 @@
 // of token-wise verification is checked against its closed form; and a deliberately biased copy
 // of the token rule (accept when u < p / q + 0.01) goes through the same harness and must fail,
 // which shows the statistics have the power to see a bias of that size.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <memory>
 #include <specdec/batch_decoder.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/draft/composed_drafter.hpp>
@@ -34,12 +39,6 @@
 #include <specdec/draft/ngram_drafter.hpp>
 #include <specdec/verify/block.hpp>
 #include <specdec/verify/rejection.hpp>
-
-#include <algorithm>
-#include <cmath>
-#include <deque>
-#include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -67,8 +66,8 @@ constexpr std::size_t width = 3;  // the window: x_{j-2}, x_{j-1}, x_j
 const table_model_options target_table{.vocab_size = vocab, .order = 3, .seed = 21, .scale = 1.5f};
 // Close to the target (acceptance about 0.85 a token), so that a step of 8 drafts is often kept
 // whole and the bonus token at depth 8 is drawn, yet rejections happen at every depth.
-const table_model_options draft_table{.vocab_size = vocab, .order = 3, .seed = 21, .scale = 1.5f,
-                                      .mix = 0.35f, .mix_seed = 4};
+const table_model_options draft_table{
+    .vocab_size = vocab, .order = 3, .seed = 21, .scale = 1.5f, .mix = 0.35f, .mix_seed = 4};
 const std::vector<token_id> prompt{1, 2};
 
 struct warping {
@@ -212,7 +211,8 @@ std::vector<std::size_t> accepted_lengths(const position_rows& rows, std::size_t
                                           Verify&& verify, int trials, std::uint64_t seed) {
   const std::size_t v = rows.p[0].size();
   const auto V = static_cast<Eigen::Index>(v);
-  row_matrix target(static_cast<Eigen::Index>(k + 1), V), q(one_hot ? 0 : static_cast<Eigen::Index>(k), V);
+  row_matrix target(static_cast<Eigen::Index>(k + 1), V),
+      q(one_hot ? 0 : static_cast<Eigen::Index>(k), V);
   std::vector<std::vector<float>> qf(k, std::vector<float>(v));
   for (std::size_t j = 0; j <= k; ++j)
     for (std::size_t c = 0; c < v; ++c) {
@@ -230,7 +230,8 @@ std::vector<std::size_t> accepted_lengths(const position_rows& rows, std::size_t
   for (int t = 0; t < trials; ++t) {
     for (std::size_t j = 0; j < k; ++j)
       drafts[j] = one_hot ? static_cast<token_id>(j % v) : specdec::sample(qf[j], draft_gen);
-    counts[verify(tv, std::span<const token_id>(drafts), qv, sampling_params{}, verify_gen).accepted]++;
+    counts[verify(tv, std::span<const token_id>(drafts), qv, sampling_params{}, verify_gen)
+               .accepted]++;
   }
   return counts;
 }
@@ -248,7 +249,8 @@ std::vector<double> acceptance_by_position(const position_rows& rows, std::size_
       aj = p[j % v];
     } else {
       for (std::size_t c = 0; c < v; ++c)
-        aj += std::min(static_cast<double>(p[c]), static_cast<double>(static_cast<float>(rows.q[j][c])));
+        aj += std::min(static_cast<double>(p[c]),
+                       static_cast<double>(static_cast<float>(rows.q[j][c])));
     }
     a.push_back(aj);
   }
@@ -256,13 +258,11 @@ std::vector<double> acceptance_by_position(const position_rows& rows, std::size_
 }
 
 const auto token_wise = [](specdec::logits_view t, std::span<const token_id> d,
-                           specdec::logits_view q, const sampling_params& sp, specdec::rng& g) {
-  return specdec::verify_rejection(t, d, q, sp, g);
-};
+                           specdec::logits_view q, const sampling_params& sp,
+                           specdec::rng& g) { return specdec::verify_rejection(t, d, q, sp, g); };
 const auto block_wise = [](specdec::logits_view t, std::span<const token_id> d,
-                           specdec::logits_view q, const sampling_params& sp, specdec::rng& g) {
-  return specdec::verify_block(t, d, q, sp, g);
-};
+                           specdec::logits_view q, const sampling_params& sp,
+                           specdec::rng& g) { return specdec::verify_block(t, d, q, sp, g); };
 
 }  // namespace
 
@@ -274,7 +274,8 @@ TEST_CASE("lossless depth: token-wise accepted length follows prod a_j (1 - a_i)
   for (const bool one_hot : {false, true})
     for (std::size_t k = 1; k <= 8; ++k) {
       SECTION((one_hot ? "one-hot q, K = " : "sampled q, K = ") + std::to_string(k)) {
-        const auto law = specdec::test::accepted_length_law(acceptance_by_position(rows, k, one_hot));
+        const auto law =
+            specdec::test::accepted_length_law(acceptance_by_position(rows, k, one_hot));
         const auto counts = accepted_lengths(rows, k, one_hot, token_wise, trials, 100 + k);
         const auto chi = specdec::test::chi_square(counts, law);
         INFO(chi.describe());
@@ -356,9 +357,9 @@ TEST_CASE("lossless depth: chain simulator, K = 8 - token-wise, block and one-ho
       SECTION(v.name + ", " + warps[w].name) {
         const sim_models m(draft_table, warps[w].sp);
         specdec::test::chain_depth depth;
-        const auto counts =
-            v.block ? simulate(m, block_wise, 8, 9, v.one_hot, trials, 31 + w, depth)
-                    : simulate(m, token_wise, 8, 9, v.one_hot, trials, 31 + w, depth);
+        const auto counts = v.block
+                                ? simulate(m, block_wise, 8, 9, v.one_hot, trials, 31 + w, depth)
+                                : simulate(m, token_wise, 8, 9, v.one_hot, trials, 31 + w, depth);
         REQUIRE(depth.drafted_at.size() == 8);
         CHECK(depth.drafted_at[7] == static_cast<std::size_t>(trials));
         CHECK(depth.accepted_at[7] > 0);
@@ -377,8 +378,8 @@ TEST_CASE("lossless depth: negative control in the chain simulator - the window 
   // 0.003, below its reach (0.9 of the critical value at worst). The accepted length, above,
   // is the sharper statistic for the acceptance test itself and sees 0.01.
   const int trials = 20000;
-  const table_model_options far{.vocab_size = vocab, .order = 3, .seed = 21, .scale = 1.5f,
-                                .mix = 0.9f, .mix_seed = 4};
+  const table_model_options far{
+      .vocab_size = vocab, .order = 3, .seed = 21, .scale = 1.5f, .mix = 0.9f, .mix_seed = 4};
   const sim_models m(far, warps[0].sp);
   SECTION("verify_rejection passes") {
     specdec::test::chain_depth depth;
@@ -457,7 +458,8 @@ TEST_CASE("lossless depth: model drafter trees of depth 1..4, i.i.d. and without
   for (std::size_t w = 0; w < warps.size(); ++w)
     for (const auto draw : {candidate_draw::iid, candidate_draw::without_replacement})
       for (const auto& shape : shapes) {
-        SECTION(warps[w].name + (draw == candidate_draw::iid ? ", i.i.d., " : ", without replacement, ") +
+        SECTION(warps[w].name +
+                (draw == candidate_draw::iid ? ", i.i.d., " : ", without replacement, ") +
                 shape_name(shape)) {
           auto o = options_of(w, shape.size() + 1);
           o.tree = shape;
@@ -501,8 +503,13 @@ specdec::medusa_weights medusa_heads(std::size_t heads) {
 specdec::eagle_weights eagle_predictor() {
   const auto V = static_cast<Eigen::Index>(vocab);
   const Eigen::Index M = 16;
-  return {random_matrix(M, 2 * V, 0.8f, 41), random_matrix(1, M, 0.3f, 42),
-          random_matrix(V, M, 0.8f, 43), random_matrix(1, V, 0.3f, 44), 1.0f, {}, {}};
+  return {random_matrix(M, 2 * V, 0.8f, 41),
+          random_matrix(1, M, 0.3f, 42),
+          random_matrix(V, M, 0.8f, 43),
+          random_matrix(1, V, 0.3f, 44),
+          1.0f,
+          {},
+          {}};
 }
 
 const row_matrix& embedding() {
@@ -570,11 +577,11 @@ void check_heads(head_kind kind, const std::vector<heads_case>& cases, std::uint
 }  // namespace
 
 TEST_CASE("lossless depth: Medusa heads, a chain of 8 and a tree of depth 4") {
-  check_heads(head_kind::medusa,
-              {{"chain of 8", {}, candidate_draw::iid},
-               {"tree 2x2x2x2, without replacement", {2, 2, 2, 2},
-                candidate_draw::without_replacement}},
-              5000);
+  check_heads(
+      head_kind::medusa,
+      {{"chain of 8", {}, candidate_draw::iid},
+       {"tree 2x2x2x2, without replacement", {2, 2, 2, 2}, candidate_draw::without_replacement}},
+      5000);
 }
 
 TEST_CASE("lossless depth: EAGLE predictor, a chain of 8 and a tree of depth 4") {
@@ -659,16 +666,18 @@ TEST_CASE("lossless depth: composed drafter (n-gram lookup, model fallback), cha
   const std::vector<token_id> repeated = concat({prompt, likely_path(prompt, 10), prompt});
   for (std::size_t w = 0; w < warps.size(); ++w)
     for (const bool lookup_first : {false, true}) {
-      SECTION(warps[w].name + (lookup_first ? ", the lookup drafts 8" : ", the fallback drafts 8")) {
+      SECTION(warps[w].name +
+              (lookup_first ? ", the lookup drafts 8" : ", the fallback drafts 8")) {
         specdec::ngram_drafter lookup({.match = specdec::ngram_match_policy::longest_continuation});
         table_model draft_model(draft_table);
         model_drafter_t fallback(draft_model);
         specdec::composed_drafter both(lookup, fallback);
         auto o = options_of(w, 9);
         o.draft_length = 8;
-        const auto got = run_drafter(both, lookup_first ? std::span<const token_id>(repeated)
-                                                        : std::span<const token_id>(prompt),
-                                     o, trials, 8000 + 100 * w + (lookup_first ? 50 : 0));
+        const auto got = run_drafter(
+            both,
+            lookup_first ? std::span<const token_id>(repeated) : std::span<const token_id>(prompt),
+            o, trials, 8000 + 100 * w + (lookup_first ? 50 : 0));
         check_chain_depth(got.depth, 8, static_cast<std::size_t>(trials));
         CHECK(both.lookup_steps() > 0);
         CHECK(both.fallback_steps() > 0);
@@ -687,8 +696,8 @@ TEST_CASE("lossless depth: n-gram candidate tries of depth 4 (deterministic tree
   // by a path through its second choice: two candidates of 4 tokens, a trie 2x1x1x1.
   const int trials = 20000;
   const std::vector<token_id> context =
-      concat({prompt, likely_path(prompt, 6), prompt,
-              likely_path(prompt, 6, second_choice(prompt)), prompt});
+      concat({prompt, likely_path(prompt, 6), prompt, likely_path(prompt, 6, second_choice(prompt)),
+              prompt});
   for (std::size_t w = 0; w < warps.size(); ++w) {
     SECTION(warps[w].name) {
       specdec::ngram_drafter lookup({.min_ngram = 1, .max_ngram = 2});
@@ -779,9 +788,8 @@ constexpr std::size_t big_vocab = 2100;
 constexpr std::size_t big_positions = 9;
 
 // The likely tokens: the first and last few of each block of 1024.
-const std::vector<std::size_t> hot_tokens{0,    1,    2,    1021, 1022, 1023, 1024,
-                                          1025, 1026, 2045, 2046, 2047, 2048, 2049,
-                                          2050, 2097, 2098, 2099};
+const std::vector<std::size_t> hot_tokens{0,    1,    2,    1021, 1022, 1023, 1024, 1025, 1026,
+                                          2045, 2046, 2047, 2048, 2049, 2050, 2097, 2098, 2099};
 
 // Bins: each hot token alone, then the cold tokens between them, one bin per gap.
 std::vector<std::size_t> bin_of_token() {
@@ -789,10 +797,12 @@ std::vector<std::size_t> bin_of_token() {
   std::size_t next = 0;
   for (std::size_t t = 0; t < big_vocab; ++t) {
     const bool hot = std::find(hot_tokens.begin(), hot_tokens.end(), t) != hot_tokens.end();
-    const bool after_hot = t > 0 && std::find(hot_tokens.begin(), hot_tokens.end(), t - 1) !=
-                                        hot_tokens.end();
-    if (hot || t == 0 || after_hot) bin[t] = next++;  // a new bin
-    else bin[t] = bin[t - 1];
+    const bool after_hot =
+        t > 0 && std::find(hot_tokens.begin(), hot_tokens.end(), t - 1) != hot_tokens.end();
+    if (hot || t == 0 || after_hot)
+      bin[t] = next++;  // a new bin
+    else
+      bin[t] = bin[t - 1];
   }
   return bin;
 }
@@ -842,7 +852,9 @@ TEST_CASE("lossless depth: V = 2100 (three blocks of 1024), a chain of 8, tokens
     SECTION(cases[c].name) {
       const auto& bc = cases[c];
       const std::vector<token_id> context{0};
-      const auto position = [&](std::span<const token_id> seq) { return seq.size() - context.size(); };
+      const auto position = [&](std::span<const token_id> seq) {
+        return seq.size() - context.size();
+      };
       const auto target_logits = [&](std::span<const token_id> seq, std::span<float> out) {
         const auto& row = rows.target[position(seq)];
         std::copy(row.begin(), row.end(), out.begin());
@@ -850,18 +862,20 @@ TEST_CASE("lossless depth: V = 2100 (three blocks of 1024), a chain of 8, tokens
       const auto draft_probs = [&](std::span<const token_id> seq, std::span<float> out) {
         specdec::warp(rows.draft[position(seq)], bc.sp, out);
       };
-      const specdec::test::chain_sim_options o{.vocab = big_vocab, .draft_length = 8,
-                                               .length = big_positions, .one_hot = false,
+      const specdec::test::chain_sim_options o{.vocab = big_vocab,
+                                               .draft_length = 8,
+                                               .length = big_positions,
+                                               .one_hot = false,
                                                .sampling = bc.sp};
       specdec::rng gen(400 + c);
       specdec::test::chain_depth depth;
       std::vector<std::vector<std::size_t>> counts(big_positions, std::vector<std::size_t>(nbins));
       for (int t = 0; t < trials; ++t) {
-        const auto tokens =
-            bc.block ? specdec::test::simulate_chain(target_logits, draft_probs, block_wise,
-                                                     context, o, gen, depth)
-                     : specdec::test::simulate_chain(target_logits, draft_probs, token_wise,
-                                                     context, o, gen, depth);
+        const auto tokens = bc.block
+                                ? specdec::test::simulate_chain(target_logits, draft_probs,
+                                                                block_wise, context, o, gen, depth)
+                                : specdec::test::simulate_chain(target_logits, draft_probs,
+                                                                token_wise, context, o, gen, depth);
         for (std::size_t j = 0; j < big_positions; ++j)
           counts[j][bins[static_cast<std::size_t>(tokens[j])]]++;
       }

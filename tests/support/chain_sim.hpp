@@ -17,9 +17,6 @@
 #include <cstdint>
 #include <limits>
 #include <span>
-#include <string>
-#include <vector>
-
 #include <specdec/math/rng.hpp>
 #include <specdec/math/sample.hpp>
 #include <specdec/math/sampling_params.hpp>
@@ -27,6 +24,8 @@
 #include <specdec/stats.hpp>
 #include <specdec/types.hpp>
 #include <specdec/verify/result.hpp>
+#include <string>
+#include <vector>
 
 #include "support/chi_square.hpp"
 
@@ -36,7 +35,8 @@ namespace specdec::test {
 inline std::size_t window_index(std::span<const token_id> seq, std::size_t end, std::size_t v,
                                 std::size_t width) {
   std::size_t index = 0;
-  for (std::size_t i = end - width; i < end; ++i) index = index * v + static_cast<std::size_t>(seq[i]);
+  for (std::size_t i = end - width; i < end; ++i)
+    index = index * v + static_cast<std::size_t>(seq[i]);
   return index;
 }
 
