@@ -528,3 +528,22 @@ TEST_CASE("batch_decoder: two views of one sequence are one context to the decod
   specdec::model_drafter<view_t> fine(other);
   CHECK_NOTHROW(specdec::speculative_decoder<view_t, specdec::model_drafter<view_t>>(target, fine));
 }
+
+TEST_CASE("batch_decoder: add() refuses a draft model a running sequence's drafter uses") {
+  const auto requests = varied_requests();
+  batch_table_model model({.model = target_table});
+  specdec::batch_decoder<batch_table_model, drafter_t> batch(model);
+  table_model shared(draft_table);
+  drafter_t first(shared), second(shared);
+  const sequence_id a = batch.add(requests[0].prompt, requests[0].options, first);
+  REQUIRE_THROWS_WITH(batch.add(requests[4].prompt, requests[4].options, second),
+                      "drafter: its draft model is also sequence " + std::to_string(a) +
+                          "'s drafter's; each draft model needs a context of its own");
+  CHECK(batch.ids() == std::vector<sequence_id>{a});
+  batch.run();
+  CHECK(batch.result(a).tokens == alone(requests[0]));
+  // Once a's sequence is over, its draft model is free for the next one.
+  const sequence_id b = batch.add(requests[4].prompt, requests[4].options, second);
+  batch.run();
+  CHECK(batch.result(b).tokens == alone(requests[4]));
+}

@@ -13,6 +13,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -86,8 +87,9 @@ class batch_decoder {
    * speculative_decoder::start does (one score call of one entry). Returns its id (the model's
    * sequence_id). Throws std::invalid_argument for a bad prompt or options (naming the field),
    * a drafter that does not fit the model (checked part by part: a vocabulary other than the
-   * model's, a draft model shared by two parts, or one that is a sequence of this model that
-   * this decoder decodes), or a tree on a model without tree scoring;
+   * model's, a draft model shared by two parts or with a running sequence's drafter, or one
+   * that is a sequence of this model that this decoder decodes), or a tree on a model without
+   * tree scoring;
    * std::length_error when the model holds max_sequences() already or max_batch_tokens() has
    * no room for one more row per step; whatever the model throws. Nothing is added then.
    */
@@ -272,19 +274,33 @@ class batch_decoder {
                        [&](const auto& s) { return s->view.id() == id; });
   }
   // Throws std::invalid_argument if a part of `drafter` drafts with a sequence of this decoder's
-  // model that the decoder decodes (`joining`, or one it holds): it would overwrite that
-  // sequence's context. Other sequences of the model are fine draft contexts.
-  void check_draft_contexts(Draft& drafter, sequence_id joining) const {
+  // model that the decoder decodes (`joining`, or one it holds: it would overwrite that
+  // sequence's context), or with the draft model of a running sequence's drafter (the two would
+  // take the model from each other). Other sequences of the model are fine draft contexts.
+  void check_draft_contexts(Draft& drafter, sequence_id joining) {
+    std::vector<std::pair<detail::context_key_t, std::string>> in_use;  // running drafters'
+    for (auto& s : slots_) {
+      if (s->status != sequence_status::running) continue;
+      auto collect = [&](auto& d, const std::string& name) {
+        if constexpr (detail::exposes_draft_model<std::remove_reference_t<decltype(d)>>)
+          in_use.emplace_back(detail::context_of(d.model()),
+                              "sequence " + std::to_string(s->view.id()) + "'s " + name);
+      };
+      detail::walk_drafter(s->pipe.drafter(), "drafter", collect);
+    }
     auto check = [&](auto& d, const std::string& name) {
-      if constexpr (requires {
-                      { &d.model() } -> std::convertible_to<const void*>;
-                    }) {
-        const auto [batch, id] = detail::context_of(d.model());  // a view: (model, sequence)
+      if constexpr (detail::exposes_draft_model<std::remove_reference_t<decltype(d)>>) {
+        const detail::context_key_t key = detail::context_of(d.model());
+        const auto [batch, id] = key;  // a view: (batch model, sequence)
         if (batch == static_cast<const void*>(&model_) && (id == joining || holds(id)))
           throw std::invalid_argument(name + ": the draft model is sequence " +
                                       std::to_string(id) +
                                       " of the target batch model, a context this decoder "
                                       "decodes; a draft model needs a context of its own");
+        for (const auto& [other, who] : in_use)
+          if (other == key)
+            throw std::invalid_argument(name + ": its draft model is also " + who +
+                                        "'s; each draft model needs a context of its own");
       }
     };
     detail::walk_drafter(drafter, "drafter", check);

@@ -11,6 +11,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -65,6 +66,12 @@ context_key_t context_of(const M& m) {
   }
 }
 
+/// A drafter (or part) that says which model it drafts with: d.model(), an lvalue.
+template <class D>
+concept exposes_draft_model = requires(D& d) {
+  { &d.model() } -> std::convertible_to<const void*>;
+};
+
 /**
  * Throws std::invalid_argument, naming the drafter or the part at fault ("drafter",
  * "drafter.part[1]", ...), if `drafter` cannot draft for `model`: it or any of its parts has a
@@ -84,9 +91,7 @@ void check_drafter_for(const Model& model, Draft& drafter) {
         throw std::invalid_argument(name + ": draft vocab_size " + std::to_string(dv) +
                                     " differs from the target's vocab_size " + std::to_string(v));
     }
-    if constexpr (requires {
-                    { &d.model() } -> std::convertible_to<const void*>;
-                  }) {
+    if constexpr (exposes_draft_model<std::remove_reference_t<decltype(d)>>) {
       const context_key_t m = context_of(d.model());
       if (m == target)
         throw std::invalid_argument(
