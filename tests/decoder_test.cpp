@@ -548,3 +548,27 @@ TEST_CASE("decoder: a callback that throws leaves its step counted in the statis
   CHECK(decoder.stats().generated_tokens == 7);
   CHECK(decoder.stats().accepted_tokens + decoder.stats().target_calls >= 7);
 }
+
+TEST_CASE("decoder: reuse_prefix on a target without a token readback trusts its size") {
+  flaky_truncate_model target;  // no tokens(): nothing to compare the kept prefix with
+  table_model draft_model({.vocab_size = 16, .seed = 7, .mix = 0.3f});
+  drafter_t drafter(draft_model);
+  specdec::speculative_decoder decoder(target, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 20;
+  o.reuse_prefix = true;
+  const std::vector<token_id> prompt{3, 1, 4, 1, 5};
+  const auto first = decoder.generate(prompt, o);
+  std::vector<token_id> turn(decoder.history().begin(), decoder.history().end());
+  turn.insert(turn.end(), {9, 2, 6});
+  const auto second = decoder.generate(turn, o);
+  CHECK(second.stats.reused_prompt_tokens == prompt.size() + first.tokens.size() - 1);
+  table_model fresh_target({.vocab_size = 16, .seed = 7});
+  table_model fresh_draft({.vocab_size = 16, .seed = 7, .mix = 0.3f});
+  drafter_t fresh_drafter(fresh_draft);
+  specdec::speculative_decoder fresh(fresh_target, fresh_drafter);
+  CHECK(fresh.generate(turn, o).tokens == second.tokens);
+  // A target emptied behind the decoder's back changes size: nothing is kept.
+  target.inner.truncate(0);
+  CHECK(decoder.generate(turn, o).stats.reused_prompt_tokens == 0);
+}

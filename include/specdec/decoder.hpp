@@ -43,8 +43,10 @@ class speculative_decoder {
   static_assert(detail::check_drafter<Draft>());
 
  public:
-  /// Throws std::invalid_argument if the drafter has a vocabulary that differs from the target's,
-  /// or drafts with the target object itself (they would overwrite each other's cache).
+  /// Throws std::invalid_argument, naming the drafter or its part (composed drafters are checked
+  /// part by part), if one has a vocabulary that differs from the target's, drafts with the
+  /// target's own context (they would overwrite each other's cache), or shares its draft model
+  /// with another part. Touches neither model.
   speculative_decoder(Target& target, Draft& drafter) : pipe_(target, drafter) {
     detail::check_drafter_for(target, drafter);
   }
