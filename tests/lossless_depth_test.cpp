@@ -471,6 +471,18 @@ TEST_CASE("lossless depth: model drafter trees of depth 1..4, i.i.d. and without
           check_law(got, w);
         }
       }
+  // A target without tree attention: the decoder scores the tree path by path
+  // (tree/tree_fallback.hpp).
+  for (std::size_t w = 0; w < warps.size(); ++w) {
+    SECTION(warps[w].name + ", without replacement, 2x2x2x2, path by path") {
+      auto o = options_of(w, 5);
+      o.tree = {2, 2, 2, 2};
+      o.tree_draw = candidate_draw::without_replacement;
+      const auto got = run_model_drafter<table_model>(o, trials, 3900 + 100 * w);
+      check_tree_depth(got.depth, 4);
+      check_law(got, w);
+    }
+  }
 }
 
 // Draft heads on the target's hidden states (hidden_table_model: the hidden row is the logits
@@ -519,8 +531,8 @@ const row_matrix& embedding() {
 
 enum class head_kind { medusa, eagle };
 
-sampled run_heads(head_kind kind, const specdec::generate_options& o, int trials,
-                  std::uint64_t seed) {
+sampled run_heads(head_kind kind, specdec::head_candidates candidates,
+                  const specdec::generate_options& o, int trials, std::uint64_t seed) {
   hidden_table_model target(target_table);
   capture cap(target);
   const auto run = [&](auto& drafter) {
@@ -534,11 +546,12 @@ sampled run_heads(head_kind kind, const specdec::generate_options& o, int trials
         o.max_new_tokens, trials, seed);
   };
   if (kind == head_kind::medusa) {
-    specdec::medusa_drafter drafter(cap, medusa_heads(8), view(target.classifier()));
+    specdec::medusa_drafter drafter(cap, medusa_heads(8), view(target.classifier()),
+                                    {.candidates = candidates});
     return run(drafter);
   }
   specdec::eagle_drafter drafter(cap, eagle_predictor(), view(target.classifier()),
-                                 view(embedding()), {.expand = 0});
+                                 view(embedding()), {.expand = 0, .candidates = candidates});
   return run(drafter);
 }
 
@@ -550,6 +563,7 @@ struct heads_case {
   std::string name;
   std::vector<std::size_t> tree;  // empty: a chain of 8
   candidate_draw draw;
+  specdec::head_candidates candidates = specdec::head_candidates::sampled;
 };
 
 // Each case at both warps: the depth reached and every position's window law.
@@ -562,7 +576,7 @@ void check_heads(head_kind kind, const std::vector<heads_case>& cases, std::uint
         o.draft_length = 8;
         o.tree = cases[c].tree;
         o.tree_draw = cases[c].draw;
-        const auto got = run_heads(kind, o, trials, seed + 100 * w + 10 * c);
+        const auto got = run_heads(kind, cases[c].candidates, o, trials, seed + 100 * w + 10 * c);
         if (o.tree.empty()) {
           check_chain_depth(got.depth, 8, static_cast<std::size_t>(trials));
         } else {
@@ -576,18 +590,26 @@ void check_heads(head_kind kind, const std::vector<heads_case>& cases, std::uint
 
 }  // namespace
 
-TEST_CASE("lossless depth: Medusa heads, a chain of 8 and a tree of depth 4") {
+TEST_CASE("lossless depth: Medusa heads, a chain of 8 and trees of depth 4") {
   check_heads(
       head_kind::medusa,
       {{"chain of 8", {}, candidate_draw::iid},
-       {"tree 2x2x2x2, without replacement", {2, 2, 2, 2}, candidate_draw::without_replacement}},
+       {"tree 2x2x2x2, without replacement", {2, 2, 2, 2}, candidate_draw::without_replacement},
+       {"tree 2x2x2x2, top candidates (one-hot q)",
+        {2, 2, 2, 2},
+        candidate_draw::iid,
+        specdec::head_candidates::top}},
       5000);
 }
 
-TEST_CASE("lossless depth: EAGLE predictor, a chain of 8 and a tree of depth 4") {
+TEST_CASE("lossless depth: EAGLE predictor, a chain of 8 and trees of depth 4") {
   check_heads(head_kind::eagle,
               {{"chain of 8", {}, candidate_draw::iid},
-               {"tree 2x2x2x2, i.i.d.", {2, 2, 2, 2}, candidate_draw::iid}},
+               {"tree 2x2x2x2, i.i.d.", {2, 2, 2, 2}, candidate_draw::iid},
+               {"tree 2x2x2x2, top candidates (one-hot q)",
+                {2, 2, 2, 2},
+                candidate_draw::iid,
+                specdec::head_candidates::top}},
               6000);
 }
 
@@ -753,11 +775,16 @@ TEST_CASE("lossless depth: batch decoder, chains of 8 (token-wise, block) and tr
     std::string name;
     specdec::chain_verification verification;
     std::vector<std::size_t> tree;
+    candidate_draw draw = candidate_draw::iid;
   };
   const std::vector<batch_case> cases{
       {"chain of 8, token-wise", specdec::chain_verification::token, {}},
       {"chain of 8, block", specdec::chain_verification::block, {}},
       {"tree 2x2x2x2, i.i.d.", specdec::chain_verification::token, {2, 2, 2, 2}},
+      {"tree 2x2x2x2, without replacement",
+       specdec::chain_verification::token,
+       {2, 2, 2, 2},
+       candidate_draw::without_replacement},
   };
   for (std::size_t w = 0; w < warps.size(); ++w)
     for (std::size_t c = 0; c < cases.size(); ++c) {
@@ -766,6 +793,7 @@ TEST_CASE("lossless depth: batch decoder, chains of 8 (token-wise, block) and tr
         o.draft_length = 8;
         o.verification = cases[c].verification;
         o.tree = cases[c].tree;
+        o.tree_draw = cases[c].draw;
         const auto got = run_batch(o, trials, 10000 + 1000 * w + 100 * c);
         if (o.tree.empty()) {
           check_chain_depth(got.depth, 8, static_cast<std::size_t>(trials));
