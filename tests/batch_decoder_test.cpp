@@ -438,7 +438,12 @@ struct foreign_model : batch_table_model {
   using batch_table_model::batch_table_model;
   sequence_id thrower = 0;
   bool refuse_release = false;
+  bool throw_once_on_batch = false;  // the next call of several entries throws 42
   void score(std::span<const specdec::batch_entry> batch) {
+    if (throw_once_on_batch && batch.size() > 1) {
+      throw_once_on_batch = false;
+      throw 42;
+    }
     for (const auto& e : batch)
       if (e.sequence == thrower) throw 42;
     batch_table_model::score(batch);
@@ -546,4 +551,25 @@ TEST_CASE("batch_decoder: add() refuses a draft model a running sequence's draft
   const sequence_id b = batch.add(requests[4].prompt, requests[4].options, second);
   batch.run();
   CHECK(batch.result(b).tokens == alone(requests[4]));
+}
+
+TEST_CASE("batch_decoder: a foreign exception of a batched call reaches the caller") {
+  const auto requests = varied_requests();
+  foreign_model model({.model = target_table});
+  drafters d;
+  specdec::batch_decoder<foreign_model, drafter_t> batch(model);
+  std::vector<sequence_id> ids;
+  for (const auto& r : requests) ids.push_back(batch.add(r.prompt, r.options, d.make()));
+  batch.step();
+  model.throw_once_on_batch = true;  // every entry then scores alone: nobody fails
+  REQUIRE_THROWS_AS(batch.step(), int);
+  for (const sequence_id id : ids) {
+    CHECK(batch.status(id) != specdec::sequence_status::failed);
+    CHECK(model.size(id) == batch.history(id).size() - 1);
+  }
+  batch.run();
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    INFO("sequence " << i);
+    CHECK(batch.result(ids[i]).tokens == alone(requests[i]));
+  }
 }

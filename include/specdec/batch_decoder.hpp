@@ -134,7 +134,8 @@ class batch_decoder {
    * rolled back, so each keeps the model's context at its history minus the last token. A
    * std::exception is then done with (error() is its what()); any other exception, e.g. an
    * engine's cancellation, gives error() "unknown exception ..." and is rethrown once the step
-   * is complete (the first one, if several), so that the caller sees it.
+   * is complete (the first one, if several), so that the caller sees it; one the model throws
+   * for a call of several entries is rethrown even when each entry, scored alone, succeeds.
    */
   const batch_step_result& step() {
     const auto t0 = detail::decode_clock::now();
@@ -269,6 +270,16 @@ class batch_decoder {
       if (!foreign_) foreign_ = std::current_exception();
     }
   }
+  // Called inside a catch block: keeps the exception in flight for step() to rethrow if it is
+  // not derived from std::exception and is the step's first such one.
+  void note_foreign() {
+    try {
+      throw;
+    } catch (const std::exception&) {
+    } catch (...) {
+      if (!foreign_) foreign_ = std::current_exception();
+    }
+  }
   bool holds(sequence_id id) const noexcept {
     return std::any_of(slots_.begin(), slots_.end(),
                        [&](const auto& s) { return s->view.id() == id; });
@@ -367,6 +378,7 @@ class batch_decoder {
         step_.calls += 1;
         step_.rows += rows;
       } catch (...) {
+        note_foreign();  // a cancellation reaches the caller even if every entry then scores
         for (std::size_t i = first; i < last; ++i) {
           try {
             model_.score(std::span<const batch_entry>(&entries_[i - first], 1));
