@@ -157,3 +157,38 @@ TEST_CASE("composed_drafter: model_calls counts the draft-model calls of both pa
   CHECK(both.model_calls() == first_model.append_calls() + second_model.append_calls());
   CHECK(r.stats.draft_model_calls == both.model_calls());
 }
+
+namespace {
+// A wrapper that forwards its inner drafter's model() and also exposes it as its part, as a
+// wrapper written before for_each_part existed and then given it would.
+template <class Inner>
+struct forwarding_wrapper {
+  Inner& inner;
+  void propose(std::span<const token_id> h, std::size_t k, const specdec::sampling_params& sp,
+               specdec::rng& g, specdec::draft& out) {
+    inner.propose(h, k, sp, g, out);
+  }
+  void accept(std::span<const token_id> c) { inner.accept(c); }
+  void reset() { inner.reset(); }
+  decltype(auto) model() { return inner.model(); }
+  template <class F>
+  void for_each_part(F&& f) {
+    f(inner);
+  }
+};
+}  // namespace
+
+TEST_CASE("composed_drafter: a part's model forwarded by its wrapper is not a shared model") {
+  table_model target({.vocab_size = 6, .order = 2, .seed = 5, .scale = 3.0f});
+  table_model draft_model({.vocab_size = 6, .order = 2, .seed = 5, .mix = 0.3f});
+  specdec::model_drafter inner(draft_model);
+  forwarding_wrapper<decltype(inner)> wrapped{inner};
+  using wrapped_t = decltype(wrapped);
+  CHECK_NOTHROW(specdec::speculative_decoder<table_model, wrapped_t>(target, wrapped));
+  specdec::model_drafter same(target);
+  forwarding_wrapper<decltype(same)> wrapped_target{same};
+  using wrapped_target_t = decltype(wrapped_target);
+  REQUIRE_THROWS_WITH((specdec::speculative_decoder<table_model, wrapped_target_t>(
+                          target, wrapped_target)),
+                      Catch::StartsWith("drafter: the draft model is the target itself"));
+}

@@ -77,7 +77,8 @@ concept exposes_draft_model = requires(D& d) {
  * "drafter.part[1]", ...), if `drafter` cannot draft for `model`: it or any of its parts has a
  * vocab_size() other than the target's, drafts with the target's context itself (they would
  * overwrite each other's; compared by context_of), or shares its draft model's context with
- * another part. Touches no model. O(parts^2).
+ * another part (not with a part of its own: a wrapper may forward its part's model()). Touches
+ * no model. O(parts^2).
  */
 template <class Model, class Draft>
 void check_drafter_for(const Model& model, Draft& drafter) {
@@ -98,8 +99,8 @@ void check_drafter_for(const Model& model, Draft& drafter) {
             name +
             ": the draft model is the target itself; both need their own context (use a "
             "second instance, or a view with its own cache such as a layer-skip draft)");
-      for (const auto& [seen, by] : models)
-        if (seen == m)
+      for (const auto& [seen, by] : models)  // a wrapper forwarding its part's model() is fine
+        if (seen == m && name.compare(0, by.size() + 1, by + ".") != 0)
           throw std::invalid_argument(name + ": its draft model is also " + by +
                                       "'s; each draft model needs a context of its own");
       models.emplace_back(m, name);
