@@ -573,3 +573,33 @@ TEST_CASE("batch_decoder: a foreign exception of a batched call reaches the call
     CHECK(batch.result(ids[i]).tokens == alone(requests[i]));
   }
 }
+
+TEST_CASE("batch_decoder: a sequence_view reads its tokens back, so reuse_prefix stays exact") {
+  // The single-sequence decoder on a view; the batch model's tokens(id) checks the kept prefix.
+  const table_model_options order64{.vocab_size = 16, .order = 64, .seed = 7};
+  batch_table_model model({.model = order64});
+  const sequence_id id = model.create_sequence();
+  view_t view(model, id);
+  table_model draft_model(draft_table);
+  drafter_t drafter(draft_model);
+  specdec::speculative_decoder decoder(view, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 20;
+  o.reuse_prefix = true;
+  decoder.generate(std::vector<token_id>{3, 1, 4, 1, 5}, o);
+  std::vector<token_id> turn(decoder.history().begin(), decoder.history().end());
+  turn.insert(turn.end(), {9, 2, 6});
+  // Someone else rewrites the sequence at the same length.
+  const std::size_t n = model.size(id);
+  model.truncate(id, 2);
+  std::vector<token_id> other(n - 2, 11);
+  std::vector<float> rows(other.size() * 16);
+  view.append(other, rows);
+  REQUIRE(model.size(id) == n);
+  const auto r = decoder.generate(turn, o);
+  CHECK(r.stats.reused_prompt_tokens == 2);
+  table_model plain(order64), fresh_draft(draft_table);
+  drafter_t fresh_drafter(fresh_draft);
+  specdec::speculative_decoder fresh(plain, fresh_drafter);
+  CHECK(r.tokens == fresh.generate(turn, o).tokens);
+}

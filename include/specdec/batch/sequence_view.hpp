@@ -62,6 +62,16 @@ class sequence_view {
     }
   }
   void truncate(std::size_t n) { model_->truncate(id_, n); }
+  /// The tokens the sequence holds, when the batch model can say (an optional member
+  /// tokens(id) -> std::span<const token_id>): LanguageModel's optional readback, with which
+  /// generate_options::reuse_prefix keeps exactly what the sequence still holds.
+  std::span<const token_id> tokens() const
+    requires requires(const Batch& b, sequence_id i) {
+      { b.tokens(i) } -> std::convertible_to<std::span<const token_id>>;
+    }
+  {
+    return model_->tokens(id_);
+  }
   /// score() with the one tree entry {id, tokens, parents, logits}.
   void append_tree(std::span<const token_id> tokens, std::span<const std::int32_t> parents,
                    std::span<float> logits)
