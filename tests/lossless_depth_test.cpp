@@ -10,7 +10,7 @@
 // heads, n-gram and batch cases: 9), so the first step drafts to full depth and every position
 // it can emit is tested. Cells expecting fewer than 25 counts are pooled (chi_square_pooled:
 // the statistic's far tail is trustworthy only then). Each chi-square is at the repository's
-// level (z = 3.719, 1e-4) with no correction for multiplicity: this file runs about 500 of them,
+// level (z = 3.719, 1e-4) with no correction for multiplicity: this file runs about 540 of them,
 // so on correct code a given set of seeds fails one with probability about 5%. The seeds are
 // fixed, so the outcome is reproducible; a failure is worth a look at ten times the runs from
 // the same seed (a real bias grows tenfold, a chance one does not) before anything else.

@@ -5,10 +5,10 @@
 // of the token rule (the negative control).
 //
 // Why windows: the joint of 9 tokens of a V-token model has V^9 cells, far too many to fill.
-// With a target whose next token depends on the last two tokens (an order-3 table) and V = 3,
-// the window (x_{j-2}, x_{j-1}, x_j) at position j has 27 cells and holds everything the target
+// With a target whose next token depends on the last two tokens (an order-3 table) and V = 4,
+// the window (x_{j-2}, x_{j-1}, x_j) at position j has 64 cells and holds everything the target
 // says about x_j: a verifier that reads the wrong row, the wrong q, or the wrong residual at
-// depth j moves the window's law at j (or after), and 27 cells fill with a few thousand runs.
+// depth j moves the window's law at j (or after), and 64 cells fill with ten thousand runs.
 #pragma once
 
 #include <algorithm>
@@ -41,7 +41,7 @@ inline std::size_t window_index(std::span<const token_id> seq, std::size_t end, 
 }
 
 /// For each generated position j < length: P(window of `width` tokens ending at j = cell), by
-/// enumerating every sequence of `length` tokens after `context` (V^length leaves: 3^9 = 19683).
+/// enumerating every sequence of `length` tokens after `context` (V^length leaves: 4^9 = 262144).
 /// `next(seq, p)` writes the target's next-token probabilities after seq (context included).
 /// context.size() must be at least width - 1.
 template <class NextProbs>
