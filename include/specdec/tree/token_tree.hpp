@@ -46,7 +46,10 @@ inline std::string ordinal(std::size_t k) {
 /// "4x2x2" (error messages).
 inline std::string shape_name(std::span<const std::size_t> branching) {
   std::string s;
-  for (const std::size_t k : branching) s += (s.empty() ? "" : "x") + std::to_string(k);
+  for (const std::size_t k : branching) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(k);
+  }
   return s.empty() ? "(empty)" : s;
 }
 }  // namespace detail
