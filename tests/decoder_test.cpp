@@ -572,3 +572,29 @@ TEST_CASE("decoder: reuse_prefix on a target without a token readback trusts its
   target.inner.truncate(0);
   CHECK(decoder.generate(turn, o).stats.reused_prompt_tokens == 0);
 }
+
+namespace {
+// A drafter that breaks its contract: one token more than the k it is asked for.
+struct overlong_drafter {
+  void propose(std::span<const token_id> history, std::size_t k, const specdec::sampling_params&,
+               specdec::rng&, specdec::draft& out) {
+    out.clear();
+    out.tokens.assign(k + 1, history.back());
+  }
+  void accept(std::span<const token_id>) {}
+  void reset() {}
+};
+}  // namespace
+
+TEST_CASE("decoder: a draft longer than the k asked is refused, not cut") {
+  table_model target({.vocab_size = 6});
+  overlong_drafter d;
+  specdec::speculative_decoder decoder(target, d);
+  specdec::generate_options o;
+  o.draft_length = 3;
+  o.sampling.temperature = 0.0f;
+  const std::vector<token_id> prompt{1, 2};
+  REQUIRE_THROWS_WITH(decoder.generate(prompt, o),
+                      "drafter: proposed 4 tokens, more than the k = 3 asked");
+  CHECK(target.size() == prompt.size() - 1);  // the target never saw the draft
+}

@@ -162,6 +162,10 @@ TEST_CASE("decoder trees: bad tree options are refused with the field named") {
   o.tree = {2, 0};
   REQUIRE_THROWS_WITH(decoder.generate(prompt, o),
                       "generate_options.tree[1]: a branching factor must be >= 1");
+  o.tree = {65536, 65536, 65536};  // 2^48 nodes: refused, not cut to the depth that fits
+  REQUIRE_THROWS_WITH(decoder.generate(prompt, o),
+                      "generate_options.tree: the shape 65536x65536x65536 has more nodes than "
+                      "max_tree_nodes = " + std::to_string(specdec::max_tree_nodes));
   o.tree = {2, 2};
   o.tree_draw = candidate_draw::deterministic;
   REQUIRE_THROWS_WITH(decoder.generate(prompt, o),

@@ -46,6 +46,11 @@ class min_length_drafter {
   { return inner_.model(); }
   std::size_t model_calls() const requires requires(const Inner& i) { i.model_calls(); }
   { return inner_.model_calls(); }
+  /// The decoder's drafter checks reach Inner and, through it, any parts Inner has.
+  template <class F>
+  void for_each_part(F&& f) {
+    f(inner_);
+  }
 
   /// Proposals of 1..min_length - 1 tokens that were emptied so far (empty ones not counted).
   std::size_t dropped() const noexcept { return dropped_; }

@@ -17,7 +17,7 @@ struct decode_stats {
   std::size_t drafted_tokens = 0;     ///< draft positions sent to the target (a tree: its depth)
   std::size_t drafted_nodes = 0;      ///< draft tokens sent to the target (a tree: all its nodes)
   std::size_t accepted_tokens = 0;    ///< draft tokens the verifier kept
-  std::size_t reused_prompt_tokens = 0;  ///< prompt tokens kept in the target from the last run
+  std::size_t reused_prompt_tokens = 0;  ///< prompt tokens the target already held (reuse_prefix)
   std::vector<std::size_t> drafted_at;   ///< [i]: steps whose draft had a token at position i
   std::vector<std::size_t> accepted_at;  ///< [i]: steps that accepted the draft at position i
   /// [d][r]: steps that judged the r-th candidate at depth d (its parent, or the root for d = 0,

@@ -63,6 +63,9 @@ struct batch_entry {
  * - Optional: `cm.max_size()` (the largest context of one sequence), `cm.max_batch_tokens()`
  *   (the most rows one call scores), `cm.max_sequences()` (the most live sequences). The batch
  *   decoder plans its steps within them.
+ * - Optional: `cm.tokens(id)` -> std::span<const token_id>, the size(id) tokens sequence `id`
+ *   holds, in order; sequence_view forwards it as tokens(), so a decoder on one sequence reuses a
+ *   prompt prefix only as far as the sequence provably holds it (generate_options::reuse_prefix).
  *
  * specdec never calls a model from two threads at once.
  */

@@ -164,7 +164,10 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
         {s.options.draft_length, s.draft_budget(), max_k, max_rows > 0 ? max_rows - 1 : 0});
     s.chain.clear();
     if (k > 0) drafter.propose(s.history, k, s.options.sampling, s.gen, s.chain);
-    const std::size_t n = std::min(s.chain.size(), k);
+    if (s.chain.size() > k)
+      throw std::invalid_argument("drafter: proposed " + std::to_string(s.chain.size()) +
+                                  " tokens, more than the k = " + std::to_string(k) + " asked");
+    const std::size_t n = s.chain.size();
     for (std::size_t i = 0; i < n; ++i) check_draft_token(s, s.chain.tokens[i]);
     if (!s.chain.deterministic() && (static_cast<std::size_t>(s.chain.q.rows()) < n ||
                                      static_cast<std::size_t>(s.chain.q.cols()) != v))

@@ -125,10 +125,7 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
           "generate_options.tree: this drafter cannot draft trees (it does not model "
           "specdec::TreeDrafter)");
     }
-    for (std::size_t i = 0; i < o.tree.size(); ++i)
-      if (o.tree[i] == 0)
-        throw std::invalid_argument("generate_options.tree[" + std::to_string(i) +
-                                    "]: a branching factor must be >= 1");
+    check_tree_shape(o.tree, "generate_options.tree");  // factors >= 1, at most max_tree_nodes
     if (o.tree_draw == candidate_draw::deterministic)
       throw std::invalid_argument(
           "generate_options.tree_draw: must be iid or without_replacement (deterministic "
