@@ -1,9 +1,11 @@
 // engine_loop.cpp - specdec's pieces without its loop, for engines with their own scheduler.
 //
 // Part 1 drives speculative_decoder one step at a time (start / step / done), as a scheduler
-// that interleaves many sequences would. Part 2 goes further and uses only a drafter and a
-// verifier around the engine's own model calls: propose -> append -> verify -> truncate ->
-// accept, which is all the decoder does.
+// that interleaves many sequences would. Part 2 runs the step's public phases on a
+// sequence_state and makes the target's call itself (draft_phase -> the engine's append ->
+// verify_phase -> commit_phase), as an engine that batches model calls its own way would. Part 3
+// goes further and uses only a drafter and a verifier around the engine's own model calls:
+// propose -> append -> verify -> truncate -> accept, which is all the decoder does.
 #include <cmath>
 #include <algorithm>
 #include <cstdio>
@@ -61,7 +63,28 @@ static int run() {
   }
   std::printf("%s\n", decoder.stats().summary().c_str());
 
-  // Part 2: only the pieces. The engine owns the model calls and the history; specdec proposes
+  // Part 2: the step's phases. The engine makes the target's call; specdec lays out the rows
+  // (draft_phase), judges them (verify_phase) and keeps what was accepted (commit_phase).
+  bigram_model target2(3.0f), draft_model2(2.0f);
+  specdec::model_drafter drafter2(draft_model2);
+  specdec::sequence_state state;
+  specdec::start_sequence(state, target2, drafter2, prompt, options);
+  std::printf("part 2: the step's phases\n");
+  while (!state.done) {
+    specdec::draft_phase(state, drafter2);  // a chain here: score_tokens() = [last, drafts...]
+    try {
+      target2.append(state.score_tokens(), state.score_logits());  // the engine's own call
+      specdec::verify_phase(state);
+    } catch (...) {
+      specdec::abandon_step(state, target2);  // back to the start of the step
+      throw;
+    }
+    const specdec::step_result s = specdec::commit_phase(state, target2, drafter2);
+    std::printf("  step: drafted %zu, accepted %zu, emitted %zu\n", s.drafted, s.accepted,
+                s.tokens.size());
+  }
+
+  // Part 3: only the pieces. The engine owns the model calls and the history; specdec proposes
   // (ngram_drafter) and judges (verify_rejection, lossless for deterministic drafts too).
   bigram_model model(3.0f);
   specdec::ngram_drafter lookup({.min_ngram = 1, .max_ngram = 3, .max_draft = 4,
@@ -74,7 +97,7 @@ static int run() {
   std::vector<specdec::token_id> history = prompt;
   std::vector<float> logits(prompt.size() * 16);
   model.append(std::span(history).first(history.size() - 1), std::span(logits).first((history.size() - 1) * 16));
-  std::printf("part 2: the engine's own loop\n ");
+  std::printf("part 3: the engine's own loop\n ");
   std::size_t calls = 0;
   const std::size_t wanted = 48;
   while (history.size() < prompt.size() + wanted) {

@@ -315,7 +315,7 @@ TEST_CASE("decoder trees: the draft phase asks for no tree beyond max_tree_nodes
   // The draft phase on its own (the options' check may refuse such a shape before it runs).
   scripted_tree_drafter drafter(6);
   drafter.deterministic = true;
-  specdec::detail::sequence_state s;
+  specdec::sequence_state s;
   s.vocab = 6;
   s.options.max_new_tokens = 100;
   s.history = {1, 2, 3};
@@ -323,7 +323,7 @@ TEST_CASE("decoder trees: the draft phase asks for no tree beyond max_tree_nodes
   s.done = false;
   SECTION("1024 + 1024^2 nodes pass max_tree_nodes: one level") {
     s.options.tree = {1024, 1024, 2};
-    specdec::detail::draft_phase(s, drafter);
+    specdec::draft_phase(s, drafter);
     CHECK(drafter.last_branching == std::vector<std::size_t>{1024});
     CHECK(s.tree.tree.size() == 1025);
     CHECK(s.score_tokens().size() == 1025);
@@ -331,40 +331,40 @@ TEST_CASE("decoder trees: the draft phase asks for no tree beyond max_tree_nodes
   SECTION("a shape whose node count wraps a size_t: one level") {
     const std::size_t big = std::size_t{1} << 32;
     s.options.tree = {2, big, big - 1};
-    specdec::detail::draft_phase(s, drafter);
+    specdec::draft_phase(s, drafter);
     CHECK(drafter.last_branching == std::vector<std::size_t>{2});
   }
   SECTION("a factor of 0 (the options' check refuses it) ends the shape") {
     s.options.tree = {2, 0, 2};
-    specdec::detail::draft_phase(s, drafter);
+    specdec::draft_phase(s, drafter);
     CHECK(drafter.last_branching == std::vector<std::size_t>{2});
   }
   SECTION("no rows to spare: no drafts, tree or chain") {
     s.options.tree = {2, 2};
     for (const std::size_t rows : {0, 1}) {
-      specdec::detail::draft_phase(s, drafter, SIZE_MAX, rows);
+      specdec::draft_phase(s, drafter, SIZE_MAX, rows);
       CHECK(drafter.tree_calls == 0);
       CHECK(s.score_tokens().size() == 1);
     }
     s.options.tree.clear();
     for (const std::size_t rows : {0, 1}) {
-      specdec::detail::draft_phase(s, drafter, SIZE_MAX, rows);
+      specdec::draft_phase(s, drafter, SIZE_MAX, rows);
       CHECK(s.score_tokens().size() == 1);
     }
   }
   SECTION("the room after the context bounds the nodes, not only the depth") {
     s.options.tree = {2, 2, 2};
     s.capacity = 2 + 6;  // the model holds 2 tokens; 6 cells are left for the tree
-    specdec::detail::draft_phase(s, drafter);
+    specdec::draft_phase(s, drafter);
     CHECK(drafter.last_branching == std::vector<std::size_t>{2});  // 1 + 2 + 4 nodes do not fit
     CHECK(s.tree.tree.size() == 3);
     s.capacity = 2 + 7;
-    specdec::detail::draft_phase(s, drafter);
+    specdec::draft_phase(s, drafter);
     CHECK(drafter.last_branching == std::vector<std::size_t>{2, 2});
     CHECK(s.tree.tree.size() == 7);
     s.capacity = 2 + 2;  // the root and the token emitted after it: nothing to draft
     const std::size_t calls = drafter.tree_calls;
-    specdec::detail::draft_phase(s, drafter);
+    specdec::draft_phase(s, drafter);
     CHECK(drafter.tree_calls == calls);
     CHECK(s.tree.tree.size() == 1);
   }

@@ -231,7 +231,7 @@ class batch_decoder {
   struct slot {
     slot(Batch& m, sequence_id id, Draft& d) : view(m, id), pipe(view, d) {}
     view_type view;
-    detail::sequence_pipeline<view_type, Draft> pipe;
+    sequence_pipeline<view_type, Draft> pipe;
     sequence_status status = sequence_status::running;
     std::string error;
   };
@@ -366,7 +366,7 @@ class batch_decoder {
       entries_.clear();
       std::size_t rows = 0, last = first;
       for (; last < active_.size(); ++last) {
-        detail::sequence_state& st = active_[last]->pipe.state();
+        sequence_state& st = active_[last]->pipe.state();
         const std::size_t n = st.score_tokens().size();
         if (!entries_.empty() && rows + n > limit) break;
         entries_.push_back({active_[last]->view.id(), st.score_tokens(), st.score_parents(),

@@ -97,7 +97,7 @@ class speculative_decoder {
   Draft& drafter() noexcept { return pipe_.drafter(); }
 
  private:
-  detail::sequence_pipeline<Target, Draft> pipe_;
+  sequence_pipeline<Target, Draft> pipe_;
 };
 
 /// Plain autoregressive decoding with the same sampler: one target call per token.

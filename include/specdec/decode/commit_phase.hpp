@@ -18,7 +18,7 @@
 #include "specdec/tree/tree_fallback.hpp"
 #include "specdec/types.hpp"
 
-namespace specdec::detail {
+namespace specdec {
 
 /// After a scored step failed (verification threw, or the tree commit did): puts the model back
 /// at the history minus its last token, as before the step.
@@ -31,6 +31,8 @@ void abandon_step(sequence_state& s, Model& model) {
   }
   if (static_cast<std::size_t>(model.size()) > before) model.truncate(before);
 }
+
+namespace detail {
 
 /// Adds a committed step of s (`accepted` drafts kept) to s.stats; t0: when the commit began.
 template <class Draft>
@@ -58,6 +60,8 @@ void count_step(sequence_state& s, Draft& drafter, std::size_t accepted,
                       seconds_between(t0, decode_clock::now());
 }
 
+}  // namespace detail
+
 /**
  * Commits s's verdict to `model` and emits the tokens (see the header comment). Returns what the
  * step emitted. If the callback throws, the model is rolled back to the tokens emitted so far,
@@ -67,7 +71,7 @@ void count_step(sequence_state& s, Draft& drafter, std::size_t accepted,
  */
 template <LanguageModel Model, class Draft>
 step_result commit_phase(sequence_state& s, Model& model, Draft& drafter) {
-  const auto t0 = decode_clock::now();
+  const auto t0 = detail::decode_clock::now();
   const std::size_t h = s.history_before;
   if (s.tree_step) {
     try {
@@ -109,17 +113,17 @@ step_result commit_phase(sequence_state& s, Model& model, Draft& drafter) {
     model.truncate(s.history.size() - 1);
     s.done = true;
     s.reason = stop_reason::callback;
-    count_step(s, drafter, accepted, t0);
+    detail::count_step(s, drafter, accepted, t0);
     throw;
   }
   model.truncate(s.history.size() - 1);
   const std::span<const token_id> emitted(s.history.data() + h, s.history.size() - h);
 
-  count_step(s, drafter, accepted, t0);
+  detail::count_step(s, drafter, accepted, t0);
   // Last: if the drafter throws, the step is committed and counted all the same (a drafter
   // re-synchronises from the history on its next propose).
   drafter.accept(emitted);
   return {emitted, s.positions, accepted, s.done};
 }
 
-}  // namespace specdec::detail
+}  // namespace specdec

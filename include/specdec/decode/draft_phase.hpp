@@ -19,7 +19,9 @@
 #include "specdec/tree/token_tree.hpp"
 #include "specdec/types.hpp"
 
-namespace specdec::detail {
+namespace specdec {
+
+namespace detail {
 
 inline void check_draft_token(const sequence_state& s, token_id t) {
   if (t < 0 || static_cast<std::size_t>(t) >= s.vocab)
@@ -64,7 +66,7 @@ inline void check_tree_draft(const sequence_state& s, std::span<const std::size_
            std::to_string(kids) + " children, more than branching[" + std::to_string(d) +
            "] = " + std::to_string(shape[d]));
   }
-  for (std::size_t i = 1; i < tree.size(); ++i) check_draft_token(s, tree.token(i));
+  for (std::size_t i = 1; i < tree.size(); ++i) detail::check_draft_token(s, tree.token(i));
   const std::size_t v = s.vocab;
   const auto rows = static_cast<std::size_t>(td.q.rows());
   const auto cols = static_cast<std::size_t>(td.q.cols());
@@ -118,6 +120,8 @@ inline void check_tree_draft(const sequence_state& s, std::span<const std::size_
   }
 }
 
+}  // namespace detail
+
 /**
  * Drafts this step of s (a running sequence) with `drafter`, at most `max_k` draft positions
  * (the batch decoder's K policy; the options' K or tree otherwise) and at most `max_rows` rows
@@ -133,8 +137,8 @@ inline void check_tree_draft(const sequence_state& s, std::span<const std::size_
 template <class Draft>
 void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_cast<std::size_t>(-1),
                  std::size_t max_rows = static_cast<std::size_t>(-1)) {
-  const auto t0 = decode_clock::now();
-  if (replan_due(s)) replan(s, TreeDrafter<Draft>);
+  const auto t0 = detail::decode_clock::now();
+  if (detail::replan_due(s)) detail::replan(s, TreeDrafter<Draft>);
   const std::size_t v = s.vocab;
   s.history_before = s.history.size();
   s.tree_step = false;
@@ -144,7 +148,7 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
       // The model holds history.size() - 1 tokens; a tree's nodes are pending on top of them.
       const std::size_t room = s.capacity - (s.history.size() - 1);
       const std::size_t depth =
-          depth_within(s.options.tree, std::min({s.options.tree.size(), s.draft_budget(), max_k}),
+          detail::depth_within(s.options.tree, std::min({s.options.tree.size(), s.draft_budget(), max_k}),
                        std::min({max_rows, room, max_tree_nodes}));
       const auto shape = std::span<const std::size_t>(s.options.tree).first(depth);
       tree_draft& td = s.tree;
@@ -155,7 +159,7 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
         td.q.resize(0, static_cast<Eigen::Index>(v));
         td.draw = candidate_draw::deterministic;
       }
-      check_tree_draft(s, shape);
+      detail::check_tree_draft(s, shape);
       s.positions = td.tree.max_depth();
       s.nodes = td.tree.size() - 1;
     }
@@ -168,7 +172,7 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
       throw std::invalid_argument("drafter: proposed " + std::to_string(s.chain.size()) +
                                   " tokens, more than the k = " + std::to_string(k) + " asked");
     const std::size_t n = s.chain.size();
-    for (std::size_t i = 0; i < n; ++i) check_draft_token(s, s.chain.tokens[i]);
+    for (std::size_t i = 0; i < n; ++i) detail::check_draft_token(s, s.chain.tokens[i]);
     if (!s.chain.deterministic() && (static_cast<std::size_t>(s.chain.q.rows()) < n ||
                                      static_cast<std::size_t>(s.chain.q.cols()) != v))
       throw std::invalid_argument("drafter: q must have one row of vocab_size = " +
@@ -182,7 +186,7 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
     s.nodes = n;
   }
   s.logits.resize(s.score_tokens().size() * v);
-  s.draft_seconds = seconds_between(t0, decode_clock::now());
+  s.draft_seconds = detail::seconds_between(t0, detail::decode_clock::now());
 }
 
-}  // namespace specdec::detail
+}  // namespace specdec

@@ -1,5 +1,5 @@
 // specdec/decode/pipeline.hpp - one sequence's step pipeline: draft -> score -> verify -> commit,
-// the phases of decode/ in order around one sequence_state. The single-sequence decoder runs all
+// the public phases of decode/ in order around one sequence_state. The single-sequence decoder runs all
 // four on its target; the batch decoder runs the draft phase of every sequence, one batched
 // score for all, then verify and commit per sequence.
 #pragma once
@@ -27,7 +27,9 @@
 #include "specdec/decode/verify_phase.hpp"
 #include "specdec/types.hpp"
 
-namespace specdec::detail {
+namespace specdec {
+
+namespace detail {
 
 // A callable that accepts any part: only used to ask whether a drafter has for_each_part.
 struct any_part {
@@ -109,6 +111,8 @@ void check_drafter_for(const Model& model, Draft& drafter) {
   walk_drafter(drafter, "drafter", check);
 }
 
+}  // namespace detail
+
 /**
  * The pipeline of one sequence whose context lives in `Model` (a LanguageModel: the target, or
  * one sequence of a batch model). Holds references: the model and drafter must outlive it.
@@ -159,4 +163,4 @@ class sequence_pipeline {
   sequence_state state_;
 };
 
-}  // namespace specdec::detail
+}  // namespace specdec

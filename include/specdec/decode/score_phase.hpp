@@ -9,19 +9,19 @@
 #include "specdec/decode/sequence_state.hpp"
 #include "specdec/tree/tree_fallback.hpp"
 
-namespace specdec::detail {
+namespace specdec {
 
 /// Writes s's rows with `model`. The model contract: a throwing call changes nothing, and the
 /// exception propagates (s stays at the start of the step; the drafter re-synchronises).
 template <LanguageModel Model>
 void score_phase(sequence_state& s, Model& model) {
-  const auto t0 = decode_clock::now();
+  const auto t0 = detail::decode_clock::now();
   if (s.tree_step) {
     evaluate_tree(model, s.tree.tree, s.score_logits(), s.tree_eval_ws);
   } else {
     model.append(std::span<const token_id>(s.feed), s.score_logits());
   }
-  s.target_seconds = seconds_between(t0, decode_clock::now());
+  s.target_seconds = detail::seconds_between(t0, detail::decode_clock::now());
 }
 
-}  // namespace specdec::detail
+}  // namespace specdec

@@ -25,7 +25,9 @@
 #include "specdec/verify/multi_candidate.hpp"
 #include "specdec/verify/rejection.hpp"
 
-namespace specdec::detail {
+namespace specdec {
+
+namespace detail {
 
 using decode_clock = std::chrono::steady_clock;
 
@@ -61,9 +63,27 @@ class row_buffer {
   std::size_t size_ = 0, capacity_ = 0;
 };
 
+}  // namespace detail
+
 /**
- * One sequence's generation state. Invariant between steps (while !done): the model's context
- * holds `history` minus its last token. Not thread-safe; one per sequence.
+ * One sequence's generation state, and the object the step's phases work on: an engine with its
+ * own scheduler holds one per sequence and calls, per step,
+ *
+ * @code
+ *   start_sequence(s, model, drafter, prompt, options);    // once; s.done may already be true
+ *   while (!s.done) {
+ *     draft_phase(s, drafter);      // propose and check; s.score_tokens() / score_parents()
+ *     score_phase(s, model);        // or the engine's own call writing s.score_logits()
+ *     verify_phase(s);              // s.accepted, s.next (on a throw: abandon_step(s, model))
+ *     commit_phase(s, model, drafter);  // emit, roll the caches back, count
+ *   }
+ * @endcode
+ *
+ * which is what speculative_decoder (one sequence) and batch_decoder (one scored call for all
+ * sequences between their draft and verify phases) do. Invariant between steps (while !done):
+ * the model's context holds `history` minus its last token. The fields below the step's marker
+ * belong to the step in flight and are meaningful between the phase that fills them and the
+ * next step. Not thread-safe; one per sequence.
  */
 struct sequence_state {
   // The generation.
@@ -89,7 +109,7 @@ struct sequence_state {
   draft chain;
   tree_draft tree;
   std::vector<token_id> feed;  ///< chain: [last history token, drafts...]
-  row_buffer logits;           ///< rows x vocab, written by the score phase
+  detail::row_buffer logits;           ///< rows x vocab, written by the score phase
   // The verdict, filled by the verify phase.
   std::vector<token_id> accepted;
   token_id next = 0;
@@ -157,4 +177,4 @@ struct sequence_state {
   }
 };
 
-}  // namespace specdec::detail
+}  // namespace specdec

@@ -10,12 +10,15 @@
 #include <vector>
 
 #include "specdec/concepts/language_model.hpp"
+#include "specdec/concepts/tree_drafter.hpp"
 #include "specdec/decode/options.hpp"
 #include "specdec/decode/replan.hpp"
 #include "specdec/decode/sequence_state.hpp"
 #include "specdec/types.hpp"
 
-namespace specdec::detail {
+namespace specdec {
+
+namespace detail {
 
 /// The tokens `model` says its context holds (the optional member tokens(), see
 /// generate_options::reuse_prefix), or nothing when it cannot say: no such member, or one whose
@@ -54,6 +57,8 @@ std::size_t reusable_prefix(const sequence_state& s, const Model& model,
   return keep;
 }
 
+}  // namespace detail
+
 /**
  * Starts a generation of `prompt` on `model` (the sequence's context). Validates `prompt` and
  * `options` first: on std::invalid_argument naming the bad argument (or anything the drafter's
@@ -65,7 +70,7 @@ std::size_t reusable_prefix(const sequence_state& s, const Model& model,
 template <class Model, class Draft>
 void start_sequence(sequence_state& s, Model& model, Draft& drafter,
                     std::span<const token_id> prompt, const generate_options& options,
-                    bool can_tree) {
+                    bool can_tree = TreeDrafter<Draft>) {
   const auto vocab = static_cast<std::size_t>(model.vocab_size());
   const std::size_t capacity = max_size_of(model);
   auto end_in_progress = [&s] {  // history and context stay as they are, consistent
@@ -82,8 +87,8 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
     throw;
   }
   end_in_progress();  // from here on, an exception leaves s done
-  const auto t0 = decode_clock::now();
-  const std::size_t keep = options.reuse_prefix ? reusable_prefix(s, model, prompt) : 0;
+  const auto t0 = detail::decode_clock::now();
+  const std::size_t keep = options.reuse_prefix ? detail::reusable_prefix(s, model, prompt) : 0;
   std::vector<token_id> fresh(prompt.begin(), prompt.end());  // `prompt` may view history
   s.vocab = vocab;
   s.capacity = capacity;
@@ -91,7 +96,7 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
   s.gen.reseed(options.sampling.seed);
   s.stats = decode_stats{};
   s.plan = tree_plan{};
-  if (s.options.replan.every > 0 && !s.measured.offered_at_rank.empty()) replan(s, can_tree);
+  if (s.options.replan.every > 0 && !s.measured.offered_at_rank.empty()) detail::replan(s, can_tree);
   s.history.swap(fresh);
   s.prompt_size = s.history.size();
   if constexpr (requires { drafter.model_calls(); }) s.draft_calls_at_start = drafter.model_calls();
@@ -114,8 +119,8 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
   s.done = false;
   s.reason = stop_reason::max_new_tokens;
   s.update_done();
-  s.stats.prefill_seconds = seconds_between(t0, decode_clock::now());
+  s.stats.prefill_seconds = detail::seconds_between(t0, detail::decode_clock::now());
   s.stats.total_seconds = s.stats.prefill_seconds;
 }
 
-}  // namespace specdec::detail
+}  // namespace specdec

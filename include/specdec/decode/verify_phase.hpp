@@ -13,13 +13,13 @@
 #include "specdec/verify/multi_candidate.hpp"
 #include "specdec/verify/rejection.hpp"
 
-namespace specdec::detail {
+namespace specdec {
 
 /// Fills s.accepted and s.next (and s.path for a tree) from s.logits. Throws what the verifier
 /// throws (std::domain_error for NaN or +inf logits); the caller then abandons the step
 /// (commit_phase.hpp's abandon_step).
 inline void verify_phase(sequence_state& s) {
-  const auto t0 = decode_clock::now();
+  const auto t0 = detail::decode_clock::now();
   const auto v = static_cast<Eigen::Index>(s.vocab);
   if (s.tree_step) {
     const token_tree& tree = s.tree.tree;
@@ -49,7 +49,7 @@ inline void verify_phase(sequence_state& s) {
                       s.chain.tokens.begin() + static_cast<std::ptrdiff_t>(verdict.accepted));
     s.next = verdict.next;
   }
-  s.verify_seconds = seconds_between(t0, decode_clock::now());
+  s.verify_seconds = detail::seconds_between(t0, detail::decode_clock::now());
 }
 
-}  // namespace specdec::detail
+}  // namespace specdec
