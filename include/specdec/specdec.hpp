@@ -15,6 +15,7 @@
 #include "specdec/concepts/hidden_state_model.hpp"
 #include "specdec/concepts/language_model.hpp"
 #include "specdec/concepts/tree_language_model.hpp"
+#include "specdec/cost/calibrate.hpp"
 #include "specdec/decode/options.hpp"
 #include "specdec/decode/pipeline.hpp"
 #include "specdec/decoder.hpp"

@@ -2,11 +2,13 @@
 // returns, and the check of both at the entry.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <functional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "specdec/math/sampling_params.hpp"
@@ -44,18 +46,30 @@ struct generate_options {
   /// generation once something was measured, the decoder replaces the shape in force
   /// (draft_length, or tree) with plan_tree's choice for `replan.cost` and the acceptance by
   /// depth and rank it has measured over all its re-planning generations (a decoder serving
-  /// similar requests learns once). The shape given above is the first one, so start wide enough
-  /// to measure what a plan may use: a plan never goes past measured depths and ranks, each
-  /// needing min_samples judged candidates, and until depth 0 has them the shape stays. A plan
-  /// of plain decoding measures nothing more, so it stays until forget_measurements(). Chains
-  /// only when the drafter cannot draft trees, with block verification, or with chains_only.
+  /// similar requests learns once). Chains only when the drafter cannot draft trees, with block
+  /// verification, or with chains_only.
+  /// - Without `explore`, the shape given above is the first one, so start wide enough to
+  ///   measure what a plan may use: a plan never goes past measured depths and ranks, each
+  ///   needing min_samples judged candidates, and until depth 0 has them the shape stays. A plan
+  ///   of plain decoding measures nothing more, so it stays until forget_measurements().
+  /// - With `explore` (the speed policy, see speed_policy()), the first step of every
+  ///   generation is planned too, each plan reads acceptance_profile::optimistic (the counts
+  ///   plus `optimism` pseudo-samples of the most a cell could be, one depth and one rank past
+  ///   the evidence), and the counts halve every `half_life` target calls: a plan can grow one
+  ///   position deeper than measured, and a plan of K = 0 is probed again once its evidence has
+  ///   faded, only where drafting could pay. Needs every >= 1.
+  /// Every plan reads committed steps only, so each step stays lossless; no clock is read, so
+  /// the same seed and cost give the same tokens.
   struct replan_options {
     std::size_t every = 0;
     step_cost_model cost;  ///< the target's t(n) (cost.target[n]) and the drafting costs
     std::size_t max_nodes = 32;
     std::size_t max_depth = 8;
-    std::size_t min_samples = 16;  ///< judged candidates a (depth, rank) needs to be planned
+    std::size_t min_samples = 16;  ///< judged candidates a (depth, rank) needs (not with explore)
     bool chains_only = false;
+    bool explore = false;         ///< the speed policy (above)
+    double optimism = 1.0;        ///< explore: pseudo-samples per cell (> 0, finite)
+    std::size_t half_life = 256;  ///< explore: target calls per halving of the counts (0 = never)
   } replan;
   /// Keep the part of the target's context that the new prompt starts with (multi-turn chat,
   /// continuing a generation) instead of feeding the whole prompt again. Off by default: every
@@ -135,9 +149,28 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
           "generate_options.verification: block verification applies to a chain; a tree is "
           "verified by multi-candidate speculative sampling (leave verification = token)");
   }
+  if (o.replan.explore && o.replan.every == 0)
+    throw std::invalid_argument("generate_options.replan.explore: needs replan.every >= 1");
+  if (o.replan.explore && (!(o.replan.optimism > 0.0) || !std::isfinite(o.replan.optimism)))
+    throw std::invalid_argument("generate_options.replan.optimism: must be > 0 and finite");
   if (o.replan.every > 0) o.replan.cost.check("generate_options.replan.cost");
   if (o.verification != chain_verification::token && o.verification != chain_verification::block)
     throw std::invalid_argument("generate_options.verification: not token or block");
+}
+
+/**
+ * The speed policy for a target whose step costs `cost` (calibrate() measures it): re-plan
+ * every 4 target calls with explore on (generate_options::replan), chains or trees as the
+ * drafter allows, plain decoding whenever no shape is predicted to be faster. Use as
+ * `options.replan = speed_policy(calibrate(target, drafter));`. The curve must reach nodes + 1
+ * for the shapes to be considered (calibrate's default max_n = 9: chains up to K = 8).
+ */
+inline generate_options::replan_options speed_policy(step_cost_model cost) {
+  generate_options::replan_options r;
+  r.every = 4;
+  r.cost = std::move(cost);
+  r.explore = true;
+  return r;
 }
 
 }  // namespace specdec

@@ -1,23 +1,52 @@
 // specdec/decode/replan.hpp - re-planning (generate_options::replan): replaces the shape in force
-// (draft_length, or a tree) with the best plan for the acceptance a sequence has measured.
+// (draft_length, or a tree) with the best plan for the acceptance a sequence has measured; with
+// replan.explore, the speed policy: optimistic about what was not measured (or not lately), so
+// it explores deeper shapes and plain decoding is probed again, and forgetting old evidence.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 
 #include "specdec/decode/sequence_state.hpp"
+#include "specdec/stats.hpp"
 #include "specdec/tree/tree_plan.hpp"
 
 namespace specdec::detail {
 
-/// Replaces s.options' shape with plan_chain's or plan_tree's choice for s.measured. Keeps the
-/// shape while too few steps were measured. `can_tree`: the drafter drafts trees.
+/// Halves every rank count of `m` (rounding down, so accepted <= offered still holds): the
+/// speed policy's forgetting, once per replan.half_life target calls.
+inline void halve_rank_counts(decode_stats& m) noexcept {
+  for (auto& row : m.offered_at_rank)
+    for (auto& c : row) c /= 2;
+  for (auto& row : m.accepted_at_rank)
+    for (auto& c : row) c /= 2;
+}
+
+/**
+ * Replaces s.options' shape with plan_chain's or plan_tree's choice for s.measured. Without
+ * replan.explore it keeps the shape while too few steps were measured and plans only measured
+ * cells; with it, it first counts the target calls since the last plan toward replan.half_life
+ * (halving the counts once per half-life) and plans from acceptance_profile::optimistic.
+ * Reads only committed steps' counts, never the step about to be drafted. `can_tree`: the
+ * drafter drafts trees. O(plan_tree's search) for trees, O(max_depth) for chains.
+ */
 inline void replan(sequence_state& s, bool can_tree) {
   const auto& r = s.options.replan;
-  const auto profile = acceptance_profile::from_stats(s.measured, r.min_samples);
-  if (profile.rate.empty()) return;  // too few steps measured yet: keep the shape in force
   const bool chains =
       r.chains_only || s.options.verification == chain_verification::block || !can_tree;
+  acceptance_profile profile;
+  if (r.explore) {
+    if (s.stats.target_calls > 0) s.measured_calls += r.every;  // a due plan: `every` calls on
+    while (r.half_life > 0 && s.measured_calls >= r.half_life) {
+      halve_rank_counts(s.measured);
+      s.measured_calls -= r.half_life;
+    }
+    profile = acceptance_profile::optimistic(s.measured, r.optimism, r.max_depth,
+                                             chains ? 1 : std::min<std::size_t>(r.max_nodes, 8));
+  } else {
+    profile = acceptance_profile::from_stats(s.measured, r.min_samples);
+    if (profile.rate.empty()) return;  // too few steps measured yet: keep the shape in force
+  }
   s.plan = chains ? plan_chain(profile, r.cost, std::min(r.max_nodes, r.max_depth))
                   : plan_tree(profile, r.cost, r.max_nodes, r.max_depth);
   const bool chain = std::all_of(s.plan.branching.begin(), s.plan.branching.end(),
@@ -30,10 +59,13 @@ inline void replan(sequence_state& s, bool can_tree) {
   }
 }
 
-/// True when a step of s is due to re-plan first (every `replan.every` target calls).
+/// True when a step of s is due to re-plan first: every `replan.every` target calls, and with
+/// replan.explore also the first step of a generation (so that its first shape is planned too).
 inline bool replan_due(const sequence_state& s) noexcept {
-  return s.options.replan.every > 0 && s.stats.target_calls > 0 &&
-         s.stats.target_calls % s.options.replan.every == 0;
+  const auto& r = s.options.replan;
+  if (r.every == 0) return false;
+  if (s.stats.target_calls == 0) return r.explore;
+  return s.stats.target_calls % r.every == 0;
 }
 
 }  // namespace specdec::detail

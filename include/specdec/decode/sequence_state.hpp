@@ -100,6 +100,8 @@ struct sequence_state {
   // Re-planning (generate_options::replan): the shape in force and what it was planned from.
   tree_plan plan;
   decode_stats measured;  ///< rank counts of every re-planning generation of this sequence
+  /// Target calls counted toward replan.half_life since `measured` last halved (the speed policy).
+  std::size_t measured_calls = 0;
 
   // The step in flight, filled by the draft phase.
   bool tree_step = false;          ///< this step drafted a tree (else a chain)

@@ -56,6 +56,51 @@ struct acceptance_profile {
     }
     return p;
   }
+
+  /**
+   * The profile the speed policy plans from (generate_options::replan.explore): measured counts
+   * plus `prior` pseudo-samples of the most a cell could be, rate[d][r] = (accepted + prior x u)
+   * / (offered + prior), u = 1 - the rates of the lower ranks at that depth (at least 0). It
+   * reaches one step past the evidence and no further: depth 0 always, depth d + 1 once some
+   * candidate at depth d was accepted, and at each depth the ranks offered so far plus one (at
+   * most max_rank). So a plan may go one position deeper (or one candidate wider) than was
+   * measured, and measuring it pulls the optimism down to what the position accepts; counts
+   * that decay to 0 make a cell optimistic again. Throws std::invalid_argument unless prior > 0
+   * and finite. O(depths x max_rank).
+   */
+  static acceptance_profile optimistic(const decode_stats& s, double prior, std::size_t depths,
+                                       std::size_t max_rank = 8) {
+    if (!(prior > 0.0) || !std::isfinite(prior))
+      throw std::invalid_argument("acceptance_profile::optimistic: prior must be > 0 and finite");
+    acceptance_profile p;
+    for (std::size_t d = 0; d < depths; ++d) {
+      const auto count = [&](const auto& m, std::size_t r) {
+        return d < m.size() && r < m[d].size() ? m[d][r] : std::size_t{0};
+      };
+      std::size_t seen = 0;  // ranks offered so far
+      const std::size_t offered_ranks =
+          d < s.offered_at_rank.size() ? s.offered_at_rank[d].size() : 0;
+      for (std::size_t r = 0; r < offered_ranks; ++r)
+        if (count(s.offered_at_rank, r) > 0) seen = r + 1;
+      const std::size_t ranks = std::min(seen + 1, max_rank);
+      std::vector<double> row;
+      double below = 0.0;
+      std::size_t accepted_here = 0;
+      for (std::size_t r = 0; r < ranks; ++r) {
+        const double room = std::max(0.0, 1.0 - below);
+        const double rate =
+            std::min(room, (static_cast<double>(count(s.accepted_at_rank, r)) + prior * room) /
+                               (static_cast<double>(count(s.offered_at_rank, r)) + prior));
+        row.push_back(rate);
+        below += rate;
+        accepted_here += count(s.accepted_at_rank, r);
+      }
+      if (row.empty()) break;
+      p.rate.push_back(std::move(row));
+      if (accepted_here == 0) break;  // nothing reached depth d + 1 (lately): stop one past
+    }
+    return p;
+  }
 };
 
 /// What a step costs, in seconds: the target scoring n tokens in one call (target[n], n >= 1;

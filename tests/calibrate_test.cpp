@@ -1,0 +1,178 @@
+// Calibration (cost/calibrate.hpp) on models whose "time" is a counter: the curve is the median
+// per n over rounds, interpolated between the timed n and made non-decreasing; the budget bounds
+// the rounds; draft costs come from the drafter's model; the contexts are left as found; bad
+// options are refused with the field named.
+#include <catch2/catch.hpp>
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <specdec/cost/calibrate.hpp>
+#include <specdec/draft/model_drafter.hpp>
+#include <specdec/draft/ngram_drafter.hpp>
+#include <stdexcept>
+#include <vector>
+
+#include "support/table_model.hpp"
+
+namespace {
+
+using specdec::calibrate_options;
+using specdec::token_id;
+using specdec::test::table_model;
+using specdec::test::table_model_options;
+
+// A table model whose append advances a shared counter clock by cost(n, call index).
+class clocked_model {
+ public:
+  clocked_model(table_model_options o, double& now,
+                std::function<double(std::size_t, std::size_t)> cost)
+      : m_(o), now_(now), cost_(std::move(cost)) {}
+  std::size_t vocab_size() const noexcept { return m_.vocab_size(); }
+  std::size_t size() const noexcept { return m_.size(); }
+  std::size_t max_size() const noexcept { return m_.max_size(); }
+  std::span<const token_id> tokens() const noexcept { return m_.tokens(); }
+  void append(std::span<const token_id> t, std::span<float> logits) {
+    if (throw_at_ == t.size()) throw std::runtime_error("clocked_model: refused");
+    m_.append(t, logits);
+    now_ += cost_(t.size(), calls_++);
+  }
+  void truncate(std::size_t n) { m_.truncate(n); }
+  std::size_t calls() const noexcept { return calls_; }
+  std::size_t throw_at_ = 0;  // an append of this many tokens throws (0: none)
+
+ private:
+  table_model m_;
+  double& now_;
+  std::function<double(std::size_t, std::size_t)> cost_;
+  std::size_t calls_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("calibrate: the curve is t(n) per n, the median over rounds, non-decreasing") {
+  double now = 0.0;
+  const auto clock = [&now] { return now; };
+  SECTION("every n timed up to 8, exact for a noiseless curve") {
+    clocked_model m({.vocab_size = 8}, now, [](std::size_t n, std::size_t) {
+      return 0.010 + 0.001 * static_cast<double>(n);
+    });
+    const auto t = specdec::measure_cost_curve(m, {.max_n = 9}, clock);
+    REQUIRE(t.size() == 10);
+    CHECK(t[0] == 0.0);
+    for (std::size_t n = 1; n <= 9; ++n) CHECK(t[n] == Approx(0.010 + 0.001 * n));
+  }
+  SECTION("a slow call in a round is outvoted by the median") {
+    // Every 5th call (the warm-up is call 0) takes 100 times longer.
+    clocked_model m({.vocab_size = 8}, now, [](std::size_t n, std::size_t call) {
+      return (call % 5 == 0 ? 100.0 : 1.0) * static_cast<double>(n);
+    });
+    const auto t = specdec::measure_cost_curve(
+        m, {.max_n = 4, .min_rounds = 5, .max_rounds = 5, .budget_seconds = 1e9}, clock);
+    for (std::size_t n = 1; n <= 4; ++n) CHECK(t[n] == Approx(static_cast<double>(n)));
+  }
+  SECTION("a dip is flattened: more tokens never cost less") {
+    clocked_model m({.vocab_size = 8}, now, [](std::size_t n, std::size_t) {
+      return n == 3 ? 0.5 : static_cast<double>(n);
+    });
+    const auto t = specdec::measure_cost_curve(m, {.max_n = 5}, clock);
+    CHECK(t[2] == 2.0);
+    CHECK(t[3] == 2.0);
+    CHECK(t[4] == 4.0);
+  }
+  SECTION("past 8, a grid about 25% apart and linear between") {
+    const auto points = specdec::detail::calibration_points(33);
+    CHECK(points == std::vector<std::size_t>{1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 18, 22, 27, 33});
+    clocked_model m({.vocab_size = 8}, now, [](std::size_t n, std::size_t) {
+      return static_cast<double>(n * n);  // convex: interpolation lies above
+    });
+    const auto t = specdec::measure_cost_curve(m, {.max_n = 33}, clock);
+    for (std::size_t n : points) CHECK(t[n] == Approx(static_cast<double>(n * n)));
+    CHECK(t[9] == Approx((64.0 + 100.0) / 2));
+    CHECK(t[30] == Approx(27.0 * 27 + (33.0 * 33 - 27.0 * 27) * 3 / 6));
+  }
+}
+
+TEST_CASE("calibrate: the budget bounds the rounds past min_rounds") {
+  double now = 0.0;
+  const auto clock = [&now] { return now; };
+  clocked_model m({.vocab_size = 8}, now,
+                  [](std::size_t n, std::size_t) { return static_cast<double>(n); });
+  // A round of n = 1..4 costs 10: warm-up 4, then rounds while the spent + 10 <= budget.
+  SECTION("a tiny budget runs min_rounds") {
+    specdec::measure_cost_curve(m, {.max_n = 4, .min_rounds = 2, .budget_seconds = 0.0}, clock);
+    CHECK(m.calls() == 1 + 2 * 4);
+    CHECK(now == Approx(4 + 2 * 10));
+  }
+  SECTION("a budget of 45 runs 4 rounds (4 + 40 spent, a fifth would reach 54)") {
+    specdec::measure_cost_curve(m, {.max_n = 4, .min_rounds = 1, .budget_seconds = 45.0}, clock);
+    CHECK(m.calls() == 1 + 4 * 4);
+  }
+  SECTION("max_rounds caps a generous budget") {
+    specdec::measure_cost_curve(
+        m, {.max_n = 4, .min_rounds = 1, .max_rounds = 3, .budget_seconds = 1e9}, clock);
+    CHECK(m.calls() == 1 + 3 * 4);
+  }
+}
+
+TEST_CASE("calibrate: the contexts are left as found, also when a call throws") {
+  double now = 0.0;
+  const auto clock = [&now] { return now; };
+  clocked_model target({.vocab_size = 8, .max_size = 40}, now,
+                       [](std::size_t n, std::size_t) { return 1.0 + 0.1 * n; });
+  std::vector<float> logits(3 * 8);
+  const std::vector<token_id> context{5, 6, 7};
+  target.append(context, logits);
+  const auto cost = specdec::calibrate(target, {.max_n = 12}, clock);
+  CHECK(cost.target.size() == 13);
+  CHECK(cost.draft_per_level == 0.0);
+  CHECK(std::vector<token_id>(target.tokens().begin(), target.tokens().end()) == context);
+  target.throw_at_ = 6;
+  CHECK_THROWS_WITH(specdec::calibrate(target, {.max_n = 12}, clock), "clocked_model: refused");
+  CHECK(std::vector<token_id>(target.tokens().begin(), target.tokens().end()) == context);
+}
+
+TEST_CASE("calibrate: a model drafter's draft model gives the drafting cost") {
+  double now = 0.0;
+  const auto clock = [&now] { return now; };
+  clocked_model target({.vocab_size = 8}, now,
+                       [](std::size_t n, std::size_t) { return 1.0 + 0.1 * n; });
+  clocked_model draft_model({.vocab_size = 8, .seed = 3}, now,
+                            [](std::size_t n, std::size_t) { return 0.05 + 0.01 * n; });
+  specdec::model_drafter<clocked_model> drafter(draft_model);
+  std::vector<float> logits(2 * 8);
+  draft_model.append(std::vector<token_id>{1, 2}, logits);
+  const auto cost = specdec::calibrate(target, drafter, {.max_n = 9, .draft_width = 4}, clock);
+  CHECK(cost.target[1] == Approx(1.1));
+  CHECK(cost.draft_per_level == Approx(0.06));  // t_draft(1)
+  CHECK(cost.draft_per_node == Approx(0.01));   // (t_draft(4) - t_draft(1)) / 3
+  CHECK(draft_model.size() == 2);
+  // A drafter without a model: no drafting cost.
+  specdec::ngram_drafter lookup;
+  const auto free_cost = specdec::calibrate(target, lookup, {.max_n = 3}, clock);
+  CHECK(free_cost.draft_per_level == 0.0);
+  CHECK(free_cost.draft_per_node == 0.0);
+}
+
+TEST_CASE("calibrate: bad options are refused with the field named, nothing touched") {
+  double now = 0.0;
+  const auto clock = [&now] { return now; };
+  clocked_model m({.vocab_size = 8, .max_size = 10}, now,
+                  [](std::size_t n, std::size_t) { return static_cast<double>(n); });
+  CHECK_THROWS_WITH(specdec::measure_cost_curve(m, {.max_n = 0}, clock),
+                    "calibrate_options.max_n: must be >= 1");
+  CHECK_THROWS_WITH(specdec::measure_cost_curve(m, {.max_n = 4, .min_rounds = 0}, clock),
+                    "calibrate_options.min_rounds: must be >= 1");
+  CHECK_THROWS_WITH(
+      specdec::measure_cost_curve(m, {.max_n = 4, .min_rounds = 4, .max_rounds = 3}, clock),
+      "calibrate_options.max_rounds: must be >= min_rounds (4), is 3");
+  CHECK_THROWS_WITH(specdec::measure_cost_curve(m, {.max_n = 4, .budget_seconds = -1}, clock),
+                    "calibrate_options.budget_seconds: must be >= 0");
+  CHECK_THROWS_WITH(specdec::measure_cost_curve(m, {.max_n = 4, .draft_width = 1}, clock),
+                    "calibrate_options.draft_width: must be >= 2");
+  std::vector<float> logits(4 * 8);
+  m.append(std::vector<token_id>{1, 2, 3, 4}, logits);
+  CHECK_THROWS_WITH(specdec::measure_cost_curve(m, {.max_n = 7}, clock),
+                    Catch::StartsWith("the model: 7 tokens after its 4 exceed its max_size 10"));
+  CHECK(m.size() == 4);
+  CHECK(m.calls() == 1);
+}

@@ -1,0 +1,287 @@
+// The speed policy (generate_options::replan.explore, decode/replan.hpp): where every K loses it
+// drafts nothing or only bounded probes; with a cheap curve and high acceptance it goes deep; a
+// draft that starts bad and turns good is re-planned upward (the plain re-planner stays at
+// K = 0); greedy output and the sampled joint law are those of plain decoding. Costs are given as
+// numbers: "time" below is the cost curve summed over the steps taken, never a clock.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstddef>
+#include <numeric>
+#include <span>
+#include <specdec/decoder.hpp>
+#include <specdec/draft/model_drafter.hpp>
+#include <specdec/tree/tree_plan.hpp>
+#include <vector>
+
+#include "support/chi_square.hpp"
+#include "support/exact_joint.hpp"
+#include "support/table_model.hpp"
+
+namespace {
+
+using specdec::acceptance_profile;
+using specdec::step_cost_model;
+using specdec::token_id;
+using specdec::test::table_model;
+using drafter_t = specdec::model_drafter<table_model>;
+
+step_cost_model curve(std::size_t n_max, double fixed, double per_token) {
+  step_cost_model c;
+  c.target.assign(n_max + 1, 0.0);
+  for (std::size_t n = 1; n <= n_max; ++n) c.target[n] = fixed + per_token * static_cast<double>(n);
+  return c;
+}
+
+// Drafts the target's own greedy tokens (a copy of it drafts them) once the history holds
+// `switch_at` tokens, and before that each of them plus one, which a greedy target never keeps.
+class late_drafter {
+ public:
+  late_drafter(table_model& copy, std::size_t switch_at) : inner_(copy), switch_at_(switch_at) {}
+  std::size_t vocab_size() const { return inner_.vocab_size(); }
+  void reset() { inner_.reset(); }
+  void accept(std::span<const token_id> c) { inner_.accept(c); }
+  void propose(std::span<const token_id> history, std::size_t k, const specdec::sampling_params& sp,
+               specdec::rng& g, specdec::draft& out) {
+    inner_.propose(history, k, sp, g, out);
+    if (history.size() < switch_at_)
+      for (auto& t : out.tokens) t = static_cast<token_id>((t + 1) % 16);
+  }
+
+ private:
+  drafter_t inner_;
+  std::size_t switch_at_;
+};
+
+// What a generation did, step by step: draft positions and tokens emitted.
+struct step_log {
+  std::vector<std::size_t> drafted, emitted;
+  std::vector<token_id> tokens;
+  // Modelled tokens per second over plain decoding's (1 / t(1)), from the cost curve alone.
+  double speed_over_plain(const step_cost_model& c) const {
+    double seconds = 0.0;
+    for (std::size_t k : drafted) seconds += c.seconds(k, k);
+    const double tokens = std::accumulate(emitted.begin(), emitted.end(), 0.0);
+    return tokens / seconds * c.target[1];
+  }
+  std::size_t steps_drafting(std::size_t from, std::size_t to) const {
+    std::size_t n = 0;
+    for (std::size_t i = from; i < to; ++i) n += drafted[i] > 0;
+    return n;
+  }
+};
+
+template <class Decoder>
+step_log run_steps(Decoder& decoder, const std::vector<token_id>& prompt,
+                   const specdec::generate_options& o) {
+  step_log log;
+  decoder.start(prompt, o);
+  while (!decoder.done()) {
+    const auto r = decoder.step();
+    log.drafted.push_back(r.drafted);
+    log.emitted.push_back(r.tokens.size());
+    log.tokens.insert(log.tokens.end(), r.tokens.begin(), r.tokens.end());
+  }
+  return log;
+}
+
+specdec::generate_options policy_options(const step_cost_model& cost) {
+  specdec::generate_options o;
+  o.replan = specdec::speed_policy(cost);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("replan: optimistic profile reaches one step past the evidence") {
+  specdec::decode_stats s;
+  SECTION("nothing measured: depth 0 at rate 1, nothing deeper") {
+    const auto p = acceptance_profile::optimistic(s, 1.0, 8);
+    REQUIRE(p.rate.size() == 1);
+    CHECK(p.rate[0] == std::vector<double>{1.0});
+  }
+  SECTION("measured cells, one more rank, one more depth after an acceptance") {
+    s.offered_at_rank = {{10, 4}, {5}};
+    s.accepted_at_rank = {{6, 1}, {0}};
+    const auto p = acceptance_profile::optimistic(s, 1.0, 8);
+    REQUIRE(p.rate.size() == 2);  // depth 1 accepted nothing: depth 2 is not reached
+    REQUIRE(p.rate[0].size() == 3);
+    CHECK(p.rate[0][0] == Approx(7.0 / 11));
+    CHECK(p.rate[0][1] == Approx((1 + 4.0 / 11) / 5));
+    CHECK(p.rate[0][2] == Approx(1 - 7.0 / 11 - (1 + 4.0 / 11) / 5));  // all the room left
+    REQUIRE(p.rate[1].size() == 2);
+    CHECK(p.rate[1][0] == Approx(1.0 / 6));
+    CHECK(p.rate[1][1] == Approx(5.0 / 6));
+    CHECK(acceptance_profile::optimistic(s, 1.0, 8, 1).rate[0].size() == 1);
+    CHECK(acceptance_profile::optimistic(s, 1.0, 1).rate.size() == 1);
+  }
+  SECTION("a bad prior is refused") {
+    CHECK_THROWS_WITH(acceptance_profile::optimistic(s, 0.0, 8),
+                      "acceptance_profile::optimistic: prior must be > 0 and finite");
+  }
+}
+
+TEST_CASE("replan: where every K loses the policy decodes plainly, probes bounded") {
+  table_model target({.vocab_size = 16, .order = 3, .seed = 7});
+  const std::vector<token_id> prompt{3, 1, 4, 1, 5};
+  SECTION("t(n) = n: even an exact draft cannot pay, nothing is drafted") {
+    table_model copy({.vocab_size = 16, .order = 3, .seed = 7});
+    drafter_t oracle(copy);
+    specdec::speculative_decoder decoder(target, oracle);
+    auto cost = curve(40, 0.0, 1.0);
+    auto o = policy_options(cost);
+    o.max_new_tokens = 300;
+    o.sampling.temperature = 0.0f;
+    const auto log = run_steps(decoder, prompt, o);
+    CHECK(log.steps_drafting(0, log.drafted.size()) == 0);
+    CHECK(log.speed_over_plain(cost) == Approx(1.0));
+    cost.draft_per_level = 0.1;
+    o.replan.cost = cost;
+    CHECK(decoder.generate(prompt, o).stats.drafted_tokens == 0);
+  }
+  SECTION("t(n) = 0.9 n + 0.1: a draft pays only above 0.9 acceptance; probes stay rare") {
+    table_model draft_model({.vocab_size = 16, .order = 3, .seed = 7, .mix = 0.5f, .mix_seed = 9});
+    drafter_t drafter(draft_model);
+    specdec::speculative_decoder decoder(target, drafter);
+    const auto cost = curve(40, 0.1, 0.9);
+    auto o = policy_options(cost);
+    o.max_new_tokens = 2000;
+    o.sampling.temperature = 1.0f;
+    const auto log = run_steps(decoder, prompt, o);
+    INFO("steps " << log.drafted.size() << ", drafting "
+                  << log.steps_drafting(0, log.drafted.size()));
+    CHECK(log.steps_drafting(0, log.drafted.size()) * 50 <= log.drafted.size());  // <= 2%
+    CHECK(log.speed_over_plain(cost) >= 0.99);
+  }
+}
+
+TEST_CASE("replan: a cheap curve and an exact draft go as deep as allowed") {
+  table_model target({.vocab_size = 16, .order = 3, .seed = 7});
+  table_model copy({.vocab_size = 16, .order = 3, .seed = 7});
+  drafter_t oracle(copy);
+  specdec::speculative_decoder decoder(target, oracle);
+  const auto cost = curve(40, 1.0, 0.01);
+  auto o = policy_options(cost);
+  o.max_new_tokens = 400;
+  o.sampling.temperature = 0.0f;
+  o.replan.every = 1;
+  const auto log = run_steps(decoder, {3, 1, 4, 1, 5}, o);
+  // It climbs one position per step from K = 1 and then stays at max_depth.
+  REQUIRE(log.drafted.size() > 20);
+  for (std::size_t i = 0; i < 8; ++i) CHECK(log.drafted[i] == i + 1);
+  for (std::size_t i = 8; i + 1 < log.drafted.size(); ++i) CHECK(log.drafted[i] == 8);
+  CHECK(decoder.plan().branching == std::vector<std::size_t>(8, 1));
+  CHECK(log.speed_over_plain(cost) > 5.0);
+}
+
+TEST_CASE("replan: acceptance that rises after starting low is re-planned upward") {
+  table_model target({.vocab_size = 16, .order = 3, .seed = 7});
+  const std::vector<token_id> prompt{3, 1, 4, 1, 5};
+  const std::size_t switch_at = prompt.size() + 300;
+  specdec::generate_options plain_o;
+  plain_o.max_new_tokens = 900;
+  plain_o.sampling.temperature = 0.0f;
+  const auto plain = specdec::generate_autoregressive(target, prompt, plain_o);
+  const auto cost = curve(40, 1.0, 0.05);
+
+  table_model copy({.vocab_size = 16, .order = 3, .seed = 7});
+  late_drafter drafter(copy, switch_at);
+  specdec::speculative_decoder decoder(target, drafter);
+  auto o = policy_options(cost);
+  o.max_new_tokens = plain_o.max_new_tokens;
+  o.sampling.temperature = 0.0f;
+  o.replan.every = 1;
+  o.replan.half_life = 32;
+  const auto log = run_steps(decoder, prompt, o);
+  CHECK(log.tokens == plain.tokens);
+  // Before the switch every step emits one token: at most K = 1 probes, which never pay.
+  REQUIRE(log.drafted.size() > 300);
+  std::size_t most = 0;
+  for (std::size_t i = 0; i < 290; ++i) most = std::max(most, log.drafted[i]);
+  CHECK(most == 1);
+  CHECK(log.steps_drafting(50, 290) * 2 < 240);  // the probes: a minority of the steps
+  // After the switch it finds the exact draft and ends at max_depth.
+  CHECK(*std::max_element(log.drafted.end() - 20, log.drafted.end()) == 8);
+  CHECK(decoder.plan().branching.size() == 8);
+  CHECK(log.drafted.size() < 300 + (900 - 300) / 4);
+
+  // The re-planner without exploration plans K = 0 from the bad start and never measures again.
+  late_drafter drafter2(copy, switch_at);
+  specdec::speculative_decoder stuck(target, drafter2);
+  o.replan.explore = false;
+  const auto stuck_log = run_steps(stuck, prompt, o);
+  CHECK(stuck_log.tokens == plain.tokens);
+  CHECK(stuck_log.steps_drafting(50, stuck_log.drafted.size()) == 0);
+}
+
+TEST_CASE("replan: the policy keeps greedy output and the sampled joint law") {
+  table_model target({.vocab_size = 16, .order = 3, .seed = 7});
+  table_model draft_model({.vocab_size = 16, .order = 3, .seed = 7, .mix = 0.35f, .mix_seed = 9});
+  drafter_t drafter(draft_model);
+  specdec::speculative_decoder decoder(target, drafter);
+  const std::vector<token_id> prompt{3, 1, 4, 1, 5};
+  specdec::generate_options plain_o;
+  plain_o.max_new_tokens = 200;
+  plain_o.sampling.temperature = 0.0f;
+  const auto plain = specdec::generate_autoregressive(target, prompt, plain_o);
+  for (const bool trees : {false, true}) {
+    auto o = policy_options(curve(40, 1.0, 0.02));
+    o.max_new_tokens = plain_o.max_new_tokens;
+    o.sampling.temperature = 0.0f;
+    o.replan.every = 1;
+    o.replan.half_life = 16;
+    if (trees) o.tree = {2, 2};
+    INFO("trees " << trees);
+    CHECK(decoder.generate(prompt, o).tokens == plain.tokens);
+    CHECK(!decoder.plan().branching.empty());
+  }
+
+  // Sampled: every step is lossless whatever shape the past chose, so the joint law of the
+  // first three tokens holds with a plan every call, chains and trees.
+  table_model small({.vocab_size = 5, .order = 3, .seed = 21, .scale = 1.5f});
+  table_model small_draft(
+      {.vocab_size = 5, .order = 3, .seed = 21, .scale = 1.5f, .mix = 0.6f, .mix_seed = 4});
+  drafter_t small_drafter(small_draft);
+  specdec::speculative_decoder small_decoder(small, small_drafter);
+  const std::vector<token_id> p2{1, 2};
+  for (const bool trees : {false, true}) {
+    auto s = policy_options(curve(40, 1.0, trees ? 0.05 : 0.3));
+    s.sampling.temperature = 1.0f;
+    s.replan.every = 1;
+    s.replan.half_life = 4;
+    if (trees) {
+      s.tree = {2, 1};
+      s.replan.max_nodes = 6;  // a small search: a plan every call of 40,000 runs
+      s.replan.max_depth = 3;
+    }
+    small_decoder.forget_measurements();
+    const auto expected = specdec::test::exact_joint(small, p2, 3, s.sampling);
+    const auto got = specdec::test::sample_first_three(small_decoder, p2, s, 5, 40000, 99);
+    const auto chi = specdec::test::chi_square(got.counts, expected);
+    INFO("trees " << trees << ": " << chi.describe());
+    CHECK(chi.pass());
+    CHECK(got.accepted > 1000);  // it did speculate
+  }
+}
+
+TEST_CASE("replan: the policy's options are checked at the entry") {
+  table_model target({.vocab_size = 8, .order = 2, .seed = 3});
+  table_model draft_model({.vocab_size = 8, .order = 2, .seed = 3, .mix = 0.3f, .mix_seed = 5});
+  drafter_t drafter(draft_model);
+  specdec::speculative_decoder decoder(target, drafter);
+  const std::vector<token_id> prompt{1, 2, 3};
+  auto o = policy_options(curve(8, 1.0, 0.1));
+  o.max_new_tokens = 10;
+  o.replan.every = 0;
+  CHECK_THROWS_WITH(decoder.generate(prompt, o),
+                    "generate_options.replan.explore: needs replan.every >= 1");
+  o.replan.every = 4;
+  o.replan.optimism = 0.0;
+  CHECK_THROWS_WITH(decoder.generate(prompt, o),
+                    "generate_options.replan.optimism: must be > 0 and finite");
+  o.replan.optimism = 1.0;
+  o.replan.cost.target.clear();
+  CHECK_THROWS_WITH(decoder.generate(prompt, o),
+                    Catch::Contains("generate_options.replan.cost.target"));
+  o.replan = specdec::speed_policy(curve(8, 1.0, 0.1));
+  CHECK(decoder.generate(prompt, o).tokens.size() == 10);
+}
