@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "support/batch_table_model.hpp"
+#include "support/prefill_models.hpp"
 
 namespace {
 
@@ -108,5 +109,38 @@ TEST_CASE("batch_checks: each defect is caught by its check") {
     const auto r = check_batch_rejects_bad_input(m);
     CHECK_FALSE(r.ok);
     CHECK_THAT(r.message, Catch::Contains("threw but changed a size"));
+  }
+}
+
+namespace {
+// A batch model whose prefill forgets the last token it is given.
+class forgetful_prefill_model : public specdec::test::batch_table_model {
+ public:
+  using batch_table_model::batch_table_model;
+  void prefill(specdec::sequence_id id, std::span<const specdec::token_id> tokens) {
+    if (tokens.size() > 1) tokens = tokens.first(tokens.size() - 1);
+    scratch.resize(tokens.size() * vocab_size());
+    const specdec::batch_entry e{id, tokens, {}, std::span<float>(scratch)};
+    score(std::span<const specdec::batch_entry>(&e, 1));
+  }
+  std::vector<float> scratch;
+};
+}  // namespace
+
+TEST_CASE("batch_checks: prefill then score equals scoring alone (g6)") {
+  SECTION("a batch model with prefill passes and run_batch_checks runs g6") {
+    specdec::test::prefill_batch_table_model m({.model = {.vocab_size = 32, .seed = 4}});
+    const auto rep = specdec::testing::run_batch_checks(m);
+    INFO(rep.message);
+    CHECK(rep.ok);
+    CHECK(rep.checks.size() == 6);
+    CHECK(m.live() == 0);
+  }
+  SECTION("a prefill that forgets a token fails") {
+    forgetful_prefill_model m({.model = {.vocab_size = 32, .seed = 4}});
+    const auto r = specdec::testing::check_batch_prefill(m);
+    CHECK_FALSE(r.ok);
+    CHECK_THAT(r.message, Catch::StartsWith("batch_prefill: size(a) is 7 after prefill(a, 8 tokens)"));
+    CHECK_FALSE(specdec::testing::run_batch_checks(m).ok);
   }
 }

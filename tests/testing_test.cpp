@@ -9,6 +9,7 @@
 
 #include <specdec/testing.hpp>
 
+#include "support/prefill_models.hpp"
 #include "support/table_model.hpp"
 #include "support/tree_table_model.hpp"
 
@@ -214,4 +215,29 @@ TEST_CASE("testing: bad options are reported, not thrown") {
   CHECK_FALSE(r.ok);
   CHECK(r.message == "batched_append: conformance_options::tokens holds 9, outside the model's "
                      "vocabulary [0, 5)");
+}
+
+TEST_CASE("testing: prefill then append equals append alone (check i)") {
+  using specdec::test::prefill_table_model;
+  SECTION("a model with a correct prefill passes, and run_all runs the check") {
+    prefill_table_model m({.vocab_size = 11, .max_size = 40});
+    const auto rep = testing::run_all(m);
+    INFO(rep.message);
+    CHECK(rep.ok);
+    CHECK(rep.checks.size() == 6);
+    CHECK(find(rep, "prefill").max_abs_diff == 0.0f);
+    CHECK_THAT(find(rep, "prefill").message, Catch::Contains("prefill at size 0 and 1"));
+  }
+  SECTION("a prefill that forgets a token fails") {
+    prefill_table_model m({.vocab_size = 11});
+    m.forget_last = true;
+    const auto r = testing::check_prefill(m);
+    CHECK_FALSE(r.ok);
+    CHECK_THAT(r.message, Catch::StartsWith("prefill: size() is 7 after prefill(8 tokens)"));
+    CHECK_FALSE(testing::run_all(m).ok);
+  }
+  SECTION("a model without prefill is not given the check") {
+    table_model m({.vocab_size = 11});
+    CHECK(testing::run_all(m).checks.size() == 5);
+  }
 }

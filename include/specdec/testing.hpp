@@ -7,7 +7,8 @@
 // they return a check_result whose message says which check, position, token and logit differ,
 // and the largest absolute difference seen. Free of any test framework.
 //
-// The parts: testing/result.hpp (options, results), testing/model_checks.hpp (checks a-e),
+// The parts: testing/result.hpp (options, results), testing/model_checks.hpp (checks a-e, and i
+// for a model with prefill),
 // testing/tree_checks.hpp (checks f1-f3), testing/batch_checks.hpp (checks g1-g5 for a
 // BatchLanguageModel, run_batch_checks), testing/hidden_checks.hpp (check h, for a
 // HiddenStateModel), detail/conformance.hpp (sources, comparison).
@@ -26,7 +27,8 @@
 
 namespace specdec::testing {
 
-/// Runs every check (the tree checks when the model is a TreeLanguageModel) and collects them.
+/// Runs every check (the tree checks when the model is a TreeLanguageModel, the hidden-row check
+/// for a HiddenStateModel, the prefill check for a PrefillLanguageModel) and collects them.
 template <class Source>
 requires detail::model_source<Source> conformance_report
 run_all(Source& source, const conformance_options& o = {}) {
@@ -43,6 +45,8 @@ run_all(Source& source, const conformance_options& o = {}) {
   }
   if constexpr (HiddenStateModel<typename detail::model_of<Source>::type>)
     rep.checks.push_back(check_hidden_rows(source, o));
+  if constexpr (PrefillLanguageModel<typename detail::model_of<Source>::type>)
+    rep.checks.push_back(check_prefill(source, o));
   for (const check_result& c : rep.checks) {
     rep.ok = rep.ok && c.ok;
     rep.message += (c.ok ? "ok   " : "FAIL ") + c.message + "\n";

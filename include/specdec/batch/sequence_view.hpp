@@ -61,6 +61,27 @@ class sequence_view {
       throw;
     }
   }
+  /// The batch model's optional prefill(id, tokens) (LanguageModel's prefill: no logits), in
+  /// calls of at most max_batch_tokens() tokens. If a call throws, the sequence is truncated back
+  /// to where it was and the exception propagates. Without it, specdec::prefill feeds the view
+  /// through append in bounded chunks.
+  void prefill(std::span<const token_id> tokens)
+    requires BatchPrefillLanguageModel<Batch>
+  {
+    const std::size_t limit = std::max<std::size_t>(1, max_batch_tokens_of(*model_));
+    if (tokens.size() <= limit) {
+      model_->prefill(id_, tokens);
+      return;
+    }
+    const std::size_t before = size();
+    try {
+      for (std::size_t at = 0; at < tokens.size(); at += limit)
+        model_->prefill(id_, tokens.subspan(at, std::min(limit, tokens.size() - at)));
+    } catch (...) {
+      if (size() > before) model_->truncate(id_, before);
+      throw;
+    }
+  }
   void truncate(std::size_t n) { model_->truncate(id_, n); }
   /// The tokens the sequence holds, when the batch model can say (an optional member
   /// tokens(id) -> std::span<const token_id>): LanguageModel's optional readback, with which

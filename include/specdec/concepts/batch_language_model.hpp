@@ -66,6 +66,11 @@ struct batch_entry {
  * - Optional: `cm.tokens(id)` -> std::span<const token_id>, the size(id) tokens sequence `id`
  *   holds, in order; sequence_view forwards it as tokens(), so a decoder on one sequence reuses a
  *   prompt prefix only as far as the sequence provably holds it (generate_options::reuse_prefix).
+ * - Optional: `m.prefill(id, tokens)` (BatchPrefillLanguageModel) does what a chain entry
+ *   {id, tokens} does to sequence `id` and writes no logits (LanguageModel's prefill for that
+ *   sequence), within the same limits (at most max_batch_tokens() tokens, max_size()); bad input
+ *   throws and changes nothing. sequence_view forwards it as prefill(tokens), in calls of at
+ *   most max_batch_tokens() tokens, so the batch decoder's add() feeds a prompt without rows.
  *
  * specdec never calls a model from two threads at once.
  */
@@ -93,6 +98,19 @@ concept BatchTreeLanguageModel = BatchLanguageModel<M> &&
                                  requires(M& m, sequence_id id, std::span<const std::int32_t> path) {
                                    m.commit(id, path);
                                  };
+
+/**
+ * A BatchLanguageModel with the optional `prefill(id, tokens)`: a chain entry without logits.
+ *
+ * @code
+ *   M& m; sequence_id id; std::span<const token_id> tokens;
+ *   m.prefill(id, tokens)   // as score({{id, tokens, {}, logits}}), writing no logits
+ * @endcode
+ */
+template <class M>
+concept BatchPrefillLanguageModel =
+    BatchLanguageModel<M> &&
+    requires(M& m, sequence_id id, std::span<const token_id> tokens) { m.prefill(id, tokens); };
 
 /// The most rows one call of `m` scores: m.max_batch_tokens() when it has one, else unbounded.
 template <BatchLanguageModel M>

@@ -21,6 +21,7 @@ namespace specdec {
  *   const M& cm; M& m; std::span<const token_id> tokens; std::span<float> logits, hidden;
  *   cm.hidden_size()                    // -> std::size_t: d, floats per hidden row
  *   m.append(tokens, logits, hidden)    // as append(tokens, logits), plus n rows of d floats
+ *   m.prefill(tokens, hidden)           // optional: the same without logits
  * @endcode
  *
  * Contract:
@@ -31,6 +32,9 @@ namespace specdec {
  * - The same prefix gives the same hidden row (within the model's batched-vs-single tolerance),
  *   also after a truncate: nothing of dropped tokens may remain in it.
  * - Bad input (also a wrong `hidden` size) throws and leaves the context unchanged.
+ * - Optional: `m.prefill(tokens, hidden)` is `append(tokens, logits, hidden)` writing no logits
+ *   (the hidden rows and the context afterwards are the same). hidden_capture's prefill uses it
+ *   when it exists, else appends in bounded chunks (see specdec::prefill).
  */
 template <class M>
 concept HiddenStateModel =

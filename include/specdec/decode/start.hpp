@@ -64,8 +64,13 @@ std::size_t reusable_prefix(const sequence_state& s, const Model& model,
  * `options` first: on std::invalid_argument naming the bad argument (or anything the drafter's
  * reset() throws) a generation in progress ends where it stands (s.done, stop_reason::callback;
  * its history, statistics and the model's context are kept, consistent with each other) and
- * nothing else changes. If the model's truncate or append throws, its context is emptied, s is
- * done with an empty history and the exception propagates.
+ * nothing else changes. If the model's truncate, prefill or append throws, its context is
+ * emptied, s is done with an empty history and the exception propagates.
+ *
+ * The prompt goes to the model through specdec::prefill: no row of it is read, so a model with
+ * prefill() computes none, and any other model is fed in appends of prefill_chunk_tokens(V)
+ * tokens into a scratch freed on return. Nothing proportional to the prompt stays allocated
+ * (s.logits is sized by the steps, not by the prompt).
  */
 template <class Model, class Draft>
 void start_sequence(sequence_state& s, Model& model, Draft& drafter,
@@ -104,8 +109,7 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
     model.truncate(keep);
     if (s.history.size() - 1 > keep) {
       const std::span<const token_id> rest(s.history.data() + keep, s.history.size() - 1 - keep);
-      s.logits.resize(rest.size() * s.vocab);
-      model.append(rest, std::span<float>(s.logits));
+      specdec::prefill(model, rest);  // no row is read: the model's prefill(), else bounded appends
     }
   } catch (...) {
     s.history.clear();  // nothing to reuse: the context no longer matches any history

@@ -67,6 +67,36 @@ class hidden_capture {
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   }
 
+  /// LanguageModel's optional prefill: append without logits, the hidden rows kept as append
+  /// keeps them. Uses the model's prefill(tokens, hidden) when it has one, else appends in
+  /// chunks of at most prefill_chunk_tokens(V) tokens into a scratch kept for the next call
+  /// (bounded memory; a chunk that throws leaves the context as it was before the call).
+  void prefill(std::span<const token_id> tokens) {
+    const std::size_t d = hidden_size(), at = size();
+    if (tokens.empty()) return;
+    if (!in_sync()) resync();
+    if (rows_.size() < (at + tokens.size()) * d)
+      rows_.resize(std::max((at + tokens.size()) * d, 2 * rows_.size()));
+    if constexpr (requires(std::span<float> h) { model_.prefill(tokens, h); }) {
+      model_.prefill(tokens, std::span<float>(rows_.data() + at * d, tokens.size() * d));
+    } else {
+      const std::size_t v = vocab_size(), chunk = prefill_chunk_tokens(v);
+      if (scratch_.size() < std::min(chunk, tokens.size()) * v)
+        scratch_.resize(std::min(chunk, tokens.size()) * v);
+      try {
+        for (std::size_t i = 0; i < tokens.size(); i += chunk) {
+          const std::size_t n = std::min(chunk, tokens.size() - i);
+          model_.append(tokens.subspan(i, n), std::span<float>(scratch_.data(), n * v),
+                        std::span<float>(rows_.data() + (at + i) * d, n * d));
+        }
+      } catch (...) {
+        if (size() > at) model_.truncate(at);
+        throw;
+      }
+    }
+    tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  }
+
   void truncate(std::size_t n) {
     model_.truncate(n);
     if (tokens_.size() > n) tokens_.resize(n);
@@ -114,6 +144,7 @@ class hidden_capture {
   std::vector<float> rows_;       // committed positions x d
   std::vector<token_id> tokens_;  // committed tokens
   std::vector<float> tree_rows_;  // pending tree nodes x d
+  std::vector<float> scratch_;    // prefill's logits for a model without prefill: chunk x V
   std::vector<token_id> pending_;
   std::size_t unknown_ = 0;  // positions [0, unknown_) have no known row
 };

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <span>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 #include "specdec/concepts/tree_language_model.hpp"
 #include "specdec/math/rng.hpp"
 #include "specdec/math/sample.hpp"
+#include "specdec/math/softmax.hpp"
 #include "specdec/math/sampling_params.hpp"
 #include "specdec/math/warp.hpp"
 #include "specdec/tree/token_tree.hpp"
@@ -43,6 +45,19 @@ inline void top_tokens(std::span<const float> row, std::size_t k, std::vector<to
 }
 }  // namespace detail
 
+/// What a model_drafter may change about how it drafts (validated by its constructor).
+struct model_drafter_options {
+  /// Confidence stop, in [0, 1]; 0 = off. A chain stops before the first position whose draft
+  /// distribution's top probability is below p_min (that position and later ones are not
+  /// drafted; the first position too, so a draft may be empty and the decoder then takes one
+  /// plain step). The probability is the largest entry of the warped row q the token would be
+  /// drawn from; under greedy sampling, where q is a point mass, the largest entry of the
+  /// softmax of the raw logits (temperature 1). llama.cpp's --spec-draft-p-min and HF's
+  /// assistant_confidence_threshold. Lossless: the stop reads only the draft's own distribution
+  /// at that position, before its token is drawn, never the target; trees ignore it.
+  float p_min = 0.0f;
+};
+
 /**
  * Drafts k tokens autoregressively from a draft model, warped exactly like the target
  * (same sampling_params), and keeps the q row each token was drawn from (none when greedy: the
@@ -55,6 +70,11 @@ inline void top_tokens(std::span<const float> row, std::size_t k, std::vector<to
  * a model whose size is no longer what the drafter left in it was used by someone else (it is
  * the target, or another drafter's), and propose throws std::logic_error without touching it.
  * Cost per propose: one append of the tokens the history gained, then k - 1 single-token appends.
+ * When the history gained more than refeed_rows tokens (a new prompt), all but the last go
+ * through specdec::prefill (no logits; the model's prefill() when it has one) and the last
+ * through append, so the drafter holds at most max(refeed_rows, k) rows of logits whatever the
+ * prompt's length; a step's few accepted tokens stay one append (one call, a few rows nobody
+ * reads). It keeps its buffers at their largest step and allocates nothing once warm.
  *
  * It also drafts token trees (TreeDrafter): level by level, each node at depth d gets k_{d+1}
  * children drawn from the draft distribution at that node, i.i.d. or without replacement (the
@@ -68,7 +88,18 @@ class model_drafter {
   static_assert(detail::check_language_model<Model>());
 
  public:
-  explicit model_drafter(Model& model) : model_(model) {}
+  /// Throws std::invalid_argument naming model_drafter_options.p_min when it is outside [0, 1].
+  explicit model_drafter(Model& model, model_drafter_options options = {})
+      : model_(model), options_(options) {
+    if (!(options.p_min >= 0.0f && options.p_min <= 1.0f))
+      throw std::invalid_argument("model_drafter_options.p_min: must be in [0, 1], got " +
+                                  std::to_string(options.p_min));
+  }
+
+  const model_drafter_options& options() const noexcept { return options_; }
+  /// Tokens the history may gain between proposes and still be fed in one append (with rows);
+  /// more go through specdec::prefill but the last.
+  static constexpr std::size_t refeed_rows = 32;
 
   Model& model() noexcept { return model_; }
   std::size_t vocab_size() const { return static_cast<std::size_t>(model_.vocab_size()); }
@@ -102,7 +133,13 @@ class model_drafter {
     // Roll the draft cache back to the longest prefix it shares with the history, keeping at
     // least one token to feed so that we get the logits after the last history token.
     const std::size_t common = sync(history.first(history.size() - 1));
-    feed(history.subspan(common));
+    const std::span<const token_id> missing = history.subspan(common);
+    if (missing.size() > refeed_rows) {  // a prompt: no rows but the last one
+      feed_without_rows(missing.first(missing.size() - 1));
+      feed(missing.last(1));
+    } else {
+      feed(missing);
+    }
 
     out.tokens.reserve(k);
     if (!sp.greedy()) out.q.resize(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(v));
@@ -110,15 +147,21 @@ class model_drafter {
       const std::span<const float> last(logits_.data() + logits_.size() - v, v);
       token_id t;
       if (sp.greedy()) {
+        if (options_.p_min > 0.0f && top_probability(last) < options_.p_min) break;
         t = argmax(last);
       } else {
         std::span<float> q(out.q.row(static_cast<Eigen::Index>(j)).data(), v);
         warp(last, sp, q, ws_);
+        if (options_.p_min > 0.0f && *std::max_element(q.begin(), q.end()) < options_.p_min)
+          break;
         t = sample(q, gen);
       }
       out.tokens.push_back(t);
       if (j + 1 < k) feed(std::span<const token_id>(&out.tokens.back(), 1));
     }
+    if (!sp.greedy() && out.tokens.size() < k)  // stopped by p_min: q keeps the drafted rows
+      out.q.conservativeResize(static_cast<Eigen::Index>(out.tokens.size()),
+                               static_cast<Eigen::Index>(v));
   }
 
  /// TreeDrafter: a tree of shape `branching` (or smaller) under history.back(). See the class
@@ -142,7 +185,9 @@ class model_drafter {
     const std::size_t depth = std::min(branching.size(), capacity - history.size() + 1);
     // The draft's context becomes the history without its last token: the root is fed in the tree.
     const std::size_t common = sync(history.first(history.size() - 1));
-    if (common + 1 < history.size()) feed(history.subspan(common, history.size() - 1 - common));
+    if (common + 1 < history.size()) {  // no row of these is read
+      feed_without_rows(history.subspan(common, history.size() - 1 - common));
+    }
     std::size_t level_begin = 0, level_end = 1;
     for (std::size_t d = 0; d < depth; ++d) {
       // Evaluate the tree grown so far, read the rows of its deepest level, drop the tree.
@@ -207,6 +252,24 @@ class model_drafter {
     return common;
   }
 
+  // The largest entry of softmax(row) (temperature 1): greedy drafting's confidence.
+  static float top_probability(std::span<const float> row) {
+    const float top = *std::max_element(row.begin(), row.end());
+    return static_cast<float>(std::exp(static_cast<double>(top) - log_sum_exp(row)));
+  }
+
+  // specdec::prefill with logits_ as the scratch; a chunk that throws leaves the context as the
+  // drafter knew it (what earlier chunks fed is truncated away).
+  void feed_without_rows(std::span<const token_id> tokens) {
+    try {
+      calls_ += prefill(model_, tokens, logits_);
+    } catch (...) {
+      if (static_cast<std::size_t>(model_.size()) > cached_.size()) model_.truncate(cached_.size());
+      throw;
+    }
+    cached_.insert(cached_.end(), tokens.begin(), tokens.end());
+  }
+
   void feed(std::span<const token_id> tokens) {
     const std::size_t v = vocab_size();
     logits_.resize(tokens.size() * v);
@@ -216,6 +279,7 @@ class model_drafter {
   }
 
   Model& model_;
+  model_drafter_options options_;
   std::vector<token_id> cached_;  // the tokens in the draft model's context, in lockstep with it
   std::size_t verified_ = 0;      // cached_[0, verified_) is known to equal the history
   bool owned_ = false;            // proposed since construction or reset(): the size is ours

@@ -1,7 +1,8 @@
 // specdec/testing/batch_checks.hpp - conformance checks (g1)-(g5) for a BatchLanguageModel
 // adapter: rows independent of the rest of the batch (bit for bit), truncating one sequence
 // leaves the others alone, sequences created and released, bad input refused with nothing
-// changed, and (for BatchTreeLanguageModel) tree entries equal to chains.
+// changed, (for BatchTreeLanguageModel) tree entries equal to chains and (g6, for
+// BatchPrefillLanguageModel) prefill then score equal to scoring alone.
 //
 // Each check creates its own sequences on the model it is given and releases them at the end;
 // failures are returned as check_results like the model checks.
@@ -261,7 +262,43 @@ check_result check_batch_tree(M& m, const conformance_options& o = {}) {
   });
 }
 
-/// Runs (g1)-(g4), and (g5) for a BatchTreeLanguageModel.
+/// (g6) BatchPrefillLanguageModel: prefill(id, tokens) then score equals scoring alone. A
+/// sequence prefilled with the first half (beside another sequence prefilled with a different
+/// length) has size() = half and scores the rest as a sequence scored whole, and so does the other
+/// after a second prefill; a prefill holding a bad token throws and changes nothing.
+template <BatchPrefillLanguageModel M>
+check_result check_batch_prefill(M& m, const conformance_options& o = {}) {
+  return detail::run_check("batch_prefill", [&](check_result& r) {
+    const auto seq = detail::batch_sequence_for(o, m);
+    const std::span<const token_id> s(seq);
+    const std::size_t v = m.vocab_size(), n = seq.size(), h = n / 2;
+    detail::batch_sequences<M> set{m, {}};
+    const sequence_id ref_id = set.add(), a = set.add(), b = set.add();
+    const auto ref = detail::score_alone(m, ref_id, s);
+    m.prefill(a, s.first(h));
+    m.prefill(b, s.first(1));
+    detail::expect(m.size(a) == h, "size(a) is " + std::to_string(m.size(a)) + " after prefill(a, " +
+                                       std::to_string(h) + " tokens)");
+    detail::expect(m.size(b) == 1, "size(b) is " + std::to_string(m.size(b)) +
+                                       " after prefill(b, 1 token)");
+    const auto bad_v = static_cast<token_id>(
+        std::min<std::size_t>(v, static_cast<std::size_t>(std::numeric_limits<token_id>::max())));
+    const std::vector<token_id> bad{seq[h], bad_v};
+    detail::expect_throws([&] { m.prefill(a, std::span<const token_id>(bad)); },
+                          "prefill of token " + std::to_string(bad_v) + " (= vocab_size)");
+    detail::expect(m.size(a) == h, "a refused prefill changed size(a) to " + std::to_string(m.size(a)));
+    detail::comparer cmp(o.tolerance, v, r.max_abs_diff, "scored whole", "prefill then score");
+    cmp.rows(std::span<const float>(ref).subspan(h * v), detail::score_alone(m, a, s.subspan(h)),
+             s.subspan(h), h, "scoring after prefill(" + std::to_string(h) +
+                                  " tokens) differs from one score of the whole sequence");
+    m.prefill(b, s.subspan(1, h - 1));
+    cmp.rows(std::span<const float>(ref).subspan(h * v), detail::score_alone(m, b, s.subspan(h)),
+             s.subspan(h), h, "scoring after prefill(1 token) and prefill(" +
+                                  std::to_string(h - 1) + " tokens) differs from one score");
+  });
+}
+
+/// Runs (g1)-(g4), (g5) for a BatchTreeLanguageModel and (g6) for a BatchPrefillLanguageModel.
 template <BatchLanguageModel M>
 conformance_report run_batch_checks(M& m, const conformance_options& o = {}) {
   conformance_report rep;
@@ -270,6 +307,7 @@ conformance_report run_batch_checks(M& m, const conformance_options& o = {}) {
   rep.checks.push_back(check_batch_lifecycle(m, o));
   rep.checks.push_back(check_batch_rejects_bad_input(m, o));
   if constexpr (BatchTreeLanguageModel<M>) rep.checks.push_back(check_batch_tree(m, o));
+  if constexpr (BatchPrefillLanguageModel<M>) rep.checks.push_back(check_batch_prefill(m, o));
   for (const check_result& c : rep.checks) {
     rep.ok = rep.ok && c.ok;
     rep.message += (c.ok ? "ok   " : "FAIL ") + c.message + "\n";

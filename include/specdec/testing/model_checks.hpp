@@ -1,6 +1,6 @@
 // specdec/testing/model_checks.hpp - conformance checks (a)-(e) for any LanguageModel adapter:
 // batched append, truncate then append, truncate at every length, size reporting, bad input
-// refused.
+// refused; and (i) for the optional prefill: prefill then append equals append alone.
 #pragma once
 
 #include <algorithm>
@@ -202,6 +202,55 @@ check_rejects_bad_input(Source& source, const conformance_options& o = {}) {
       r.message = "largest |diff| " + detail::num(r.max_abs_diff) +
                   "; capacity boundary at max_size() = " + std::to_string(cap) + " enforced";
     });
+  });
+}
+
+/// (i) PrefillLanguageModel: prefill then append equals append alone. From an empty context,
+/// prefill of the first half leaves size() = half and appending the rest gives the rows of one
+/// full append; after an append of the first token, a prefill of the next ones does the same
+/// (prefill continues a context); a prefill of a bad token (-1 or vocab_size()) throws and
+/// changes nothing. A prefill that drops, adds or alters a token fails on the size or the rows.
+template <class Source>
+requires detail::model_source<Source> && PrefillLanguageModel<typename detail::model_of<Source>::type>
+check_result check_prefill(Source& source, const conformance_options& o = {}) {
+  return detail::run_check("prefill", [&](check_result& r) {
+    const auto ref = detail::reference(source, o);
+    const auto& seq = ref.seq;
+    const std::size_t v = ref.vocab, n = seq.size(), h = std::max<std::size_t>(1, n / 2);
+    const std::span<const token_id> s(seq);
+    detail::comparer cmp(o.tolerance, v, r.max_abs_diff, "append alone", "prefill then append");
+    for (const std::size_t first : {std::size_t{0}, std::size_t{1}}) {  // context before prefill
+      if (first >= h) continue;
+      detail::with_fresh(source, [&](auto& m) {
+        if (first > 0) detail::append(m, s.first(first));
+        m.prefill(s.subspan(first, h - first));
+        detail::expect(m.size() == h, "size() is " + std::to_string(m.size()) + " after " +
+                                          (first ? "append(1 token) then " : "") + "prefill(" +
+                                          std::to_string(h - first) + " tokens)");
+        const auto got = detail::append(m, s.subspan(h));
+        cmp.rows(std::span<const float>(ref.logits).subspan(h * v), got, s.subspan(h), h,
+                 std::string("appending after ") + (first ? "append(1 token) then " : "") +
+                     "prefill(" + std::to_string(h - first) + " tokens) differs from one append");
+      });
+    }
+    detail::with_fresh(source, [&](auto& m) {
+      detail::append(m, s.first(h));
+      const auto bad_v = static_cast<token_id>(std::min<std::size_t>(
+          v, static_cast<std::size_t>(std::numeric_limits<token_id>::max())));
+      for (const std::vector<token_id>& bad :
+           {std::vector<token_id>{seq[h], bad_v}, std::vector<token_id>{-1}}) {
+        const std::string what = "prefill of a token " + std::to_string(bad.back()) +
+                                 " (vocab_size " + std::to_string(v) + ")";
+        detail::expect_throws([&] { m.prefill(std::span<const token_id>(bad)); }, what);
+        detail::expect(m.size() == h, what + " threw but changed size() from " +
+                                          std::to_string(h) + " to " + std::to_string(m.size()));
+      }
+      const auto got = detail::append(m, s.subspan(h));
+      cmp.rows(std::span<const float>(ref.logits).subspan(h * v), got, s.subspan(h), h,
+               "after refused prefills, the logits differ from a clean run");
+    });
+    r.message = "largest |diff| " + detail::num(r.max_abs_diff) + "; prefill at size 0 and 1, " +
+                "bad tokens refused";
   });
 }
 
