@@ -1,0 +1,224 @@
+// bench/policy_bench.cpp - the speed policy (generate_options::replan.explore, speed_policy(),
+// cost/calibrate.hpp) against plain decoding and every fixed K, measured in one run.
+//
+// Per target and temperature (0 and 0.8): calibrate the target's t(n) and the drafter's cost in
+// this process (calibrate()), then run interleaved, each repetition once in order: plain
+// decoding, chains of K = 1..max fixed, the policy warm (one decoder for the warm-up and every
+// repetition: it keeps what it measured, as a server decoding similar requests) and the policy
+// cold (a new decoder per repetition: it learns over that repetition's prompts alone).
+//
+// Targets:
+//   busy   a synthetic target whose call of n tokens spins n x 200 us (t(n) proportional to n:
+//          every K loses), a 64-token n-gram table; its draft is the table mixed 30% with
+//          another and spins n x 20 us. Goal: the policy >= 0.97x plain.
+//   110M   aidreams260K reshaped to the 110M shape with its first 3 layers as the draft model
+//          (bench/support/reshaped.hpp, written at run time). Goal: the policy >= 0.95x the best
+//          fixed K of the same run.
+//
+// Columns: tok/call; tok/s (median over repetitions); vs plain and vs best K (medians of the
+// same-repetition ratios, best K = the fastest fixed chain of that repetition); the shape the
+// policy last planned. Then a `goal:` line per policy row: its median ratio against plain
+// decoding (busy, >= 0.97x) or against the best fixed K (110M, >= 0.95x), met or NOT met.
+//
+//   cmake --preset bench && cmake --build --preset bench --target policy_bench
+//   build/bench/bench/policy_bench [repetitions = 5] [busy|110M|both = both]
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <span>
+#include <specdec/specdec.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/support/e2e.hpp"
+#include "bench/support/models.hpp"
+#include "bench/support/reshaped.hpp"
+#include "llama2c/model.hpp"
+#include "llama2c/tokenizer.hpp"
+#include "tests/support/table_model.hpp"
+
+namespace {
+
+namespace l2 = specdec::llama2c;
+namespace sb = specdec::bench;
+using specdec::token_id;
+
+constexpr std::size_t new_tokens = 64;
+
+// A table model whose append of n tokens also spins n x per_token seconds of wall time.
+class busy_model {
+ public:
+  busy_model(specdec::test::table_model_options o, double per_token)
+      : m_(o), per_token_(per_token) {}
+  std::size_t vocab_size() const noexcept { return m_.vocab_size(); }
+  std::size_t size() const noexcept { return m_.size(); }
+  std::size_t max_size() const noexcept { return 4096; }
+  void append(std::span<const token_id> tokens, std::span<float> logits) {
+    const auto until =
+        std::chrono::steady_clock::now() +
+        std::chrono::duration<double>(per_token_ * static_cast<double>(tokens.size()));
+    m_.append(tokens, logits);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+  void truncate(std::size_t n) { m_.truncate(n); }
+
+ private:
+  specdec::test::table_model m_;
+  double per_token_;
+};
+
+std::string shape_text(const std::vector<std::size_t>& b) {
+  if (b.empty()) return "plain";
+  std::string s;
+  if (std::all_of(b.begin(), b.end(), [](std::size_t k) { return k == 1; })) {
+    s = "chain K=";
+    s += std::to_string(b.size());
+    return s;
+  }
+  for (const std::size_t k : b) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(k);
+  }
+  return s;
+}
+
+struct config {
+  std::string name;
+  std::function<sb::totals(float)> run;
+};
+
+template <class Target, class Drafter>
+void run_target(const char* title, Target& target, Drafter& drafter,
+                const std::vector<std::vector<token_id>>& prompts,
+                const std::vector<token_id>& stop_tokens, std::size_t max_k, int reps,
+                const char* goal_against, double goal) {
+  // Calibration, with the model time it spent.
+  const auto c0 = std::chrono::steady_clock::now();
+  const specdec::step_cost_model cost = specdec::calibrate(target, drafter);
+  const double calibration_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+  std::printf("%s\ncalibration %.3f s; t(1) = %.3f ms; t(n)/t(1):", title, calibration_s,
+              1e3 * cost.target[1]);
+  for (std::size_t n = 2; n < cost.target.size(); ++n)
+    std::printf(" %zu:%.2f", n, cost.target[n] / cost.target[1]);
+  std::printf("; draft per level %.4f ms, per node %.4f ms\n", 1e3 * cost.draft_per_level,
+              1e3 * cost.draft_per_node);
+
+  specdec::no_drafter none;
+  const auto options = [&](std::size_t p, float temp) {
+    specdec::generate_options o;
+    o.max_new_tokens = std::min(new_tokens, target.max_size() - prompts[p].size());
+    o.stop_tokens = stop_tokens;
+    o.sampling = {.temperature = temp, .seed = 1000 + p};
+    return o;
+  };
+  const auto decode_all = [&](auto& decoder, float temp, std::size_t k, bool policy) {
+    sb::totals t;
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+      auto o = options(p, temp);
+      o.draft_length = k;
+      if (policy) o.replan = specdec::speed_policy(cost);
+      t.add(decoder.generate(prompts[p], o).stats);
+    }
+    return t;
+  };
+
+  for (const float temp : {0.0f, 0.8f}) {
+    std::vector<config> configs;
+    configs.push_back({"plain", [&](float t) {
+                         specdec::speculative_decoder d(target, none);
+                         return decode_all(d, t, 0, false);
+                       }});
+    for (std::size_t k = 1; k <= max_k; ++k)
+      configs.push_back({"chain K=" + std::to_string(k), [&, k](float t) {
+                           specdec::speculative_decoder d(target, drafter);
+                           return decode_all(d, t, k, false);
+                         }});
+    specdec::speculative_decoder warm(target, drafter);
+    configs.push_back({"policy (warm)", [&](float t) { return decode_all(warm, t, 0, true); }});
+    std::vector<std::size_t> cold_plan;
+    configs.push_back({"policy (cold)", [&](float t) {
+                         specdec::speculative_decoder d(target, drafter);
+                         const auto r = decode_all(d, t, 0, true);
+                         cold_plan = d.plan().branching;
+                         return r;
+                       }});
+    const std::size_t n = configs.size(), first_k = 1, last_k = max_k;
+    const auto runs = sb::run_interleaved(configs, temp, reps, [](std::size_t) { return false; });
+    // Per repetition: the fastest fixed K, and every configuration over it.
+    std::vector<std::vector<double>> over_best(n);
+    std::vector<std::size_t> best_count(n, 0);
+    for (int r = 0; r < reps; ++r) {
+      std::size_t best = first_k;
+      for (std::size_t i = first_k; i <= last_k; ++i)
+        if (runs.tokens_per_second[i][r] > runs.tokens_per_second[best][r]) best = i;
+      best_count[best] += 1;
+      for (std::size_t i = 0; i < n; ++i)
+        over_best[i].push_back(runs.tokens_per_second[i][r] / runs.tokens_per_second[best][r]);
+    }
+    std::printf("temperature %.1f, %d repetitions\n%-16s %8s %9s %9s %8s  %s\n", temp, reps,
+                "config", "tok/call", "tok/s", "vs plain", "vs best", "planned");
+    for (std::size_t i = 0; i < n; ++i) {
+      std::printf("%-16s %8.2f %9.1f %8.3fx %7.3fx", configs[i].name.c_str(),
+                  runs.last[i].tokens_per_call(), sb::median(runs.tokens_per_second[i]),
+                  sb::median(runs.speedup[i]), sb::median(over_best[i]));
+      if (configs[i].name == "policy (warm)")
+        std::printf("  %s", shape_text(warm.plan().branching).c_str());
+      if (configs[i].name == "policy (cold)") std::printf("  %s", shape_text(cold_plan).c_str());
+      if (i >= first_k && i <= last_k && best_count[i] > 0)
+        std::printf("  fastest fixed K in %zu of %d", best_count[i], reps);
+      std::printf("\n");
+    }
+    // The goal for this target: the policy's median ratio against plain decoding or
+    // against the fastest fixed K.
+    const bool vs_plain = std::string(goal_against) == "plain";
+    for (std::size_t i = n - 2; i < n; ++i) {
+      const double ratio = sb::median(vs_plain ? runs.speedup[i] : over_best[i]);
+      std::printf("goal: %s %.3fx %s >= %.2fx: %s\n", configs[i].name.c_str(), ratio,
+                  vs_plain ? "plain" : "the best fixed K", goal, ratio >= goal ? "met" : "NOT met");
+    }
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
+  const std::string which = argc > 2 ? argv[2] : "both";
+  if (which == "busy" || which == "both") {
+    busy_model target({.vocab_size = 64, .order = 3, .seed = 7}, 200e-6);
+    busy_model draft_model({.vocab_size = 64, .order = 3, .seed = 7, .mix = 0.3f, .mix_seed = 9},
+                           20e-6);
+    specdec::model_drafter<busy_model> drafter(draft_model);
+    std::vector<std::vector<token_id>> prompts;
+    for (token_id p = 0; p < 4; ++p) prompts.push_back({p, static_cast<token_id>(p + 5), 11});
+    run_target("busy: t(n) = n x 200 us (every K loses), draft n x 20 us, V = 64", target, drafter,
+               prompts, {}, 4, reps, "plain", 0.97);
+  }
+  if (which == "110M" || which == "both") {
+    if (sb::skip_without("policy_bench", {sb::checkpoint_path, sb::tokenizer_path})) return 0;
+    auto pool = std::make_shared<l2::thread_pool>();
+    auto weights = l2::load_checkpoint(sb::reshaped("110M"));
+    l2::model target(weights, {.pool = pool});
+    const l2::tokenizer tok(sb::tokenizer_path, target.vocab_size());
+    const auto encoded = sb::encode_prompts(tok, false);
+    const std::vector<std::vector<token_id>> prompts(encoded.begin(), encoded.begin() + 4);
+    l2::model first3(l2::load_checkpoint(sb::first_layers(3)),
+                     {.max_context = target.max_size(), .pool = pool});
+    specdec::model_drafter<l2::model> drafter(first3);
+    char title[160];
+    std::snprintf(title, sizeof title,
+                  "110M: aidreams260K reshaped to 110M (memory-bound), first-3-layer draft, %zu "
+                  "threads",
+                  pool->size());
+    run_target(title, target, drafter, prompts, {l2::tokenizer::bos_id, l2::tokenizer::eos_id}, 6,
+               reps, "best", 0.95);
+  }
+  return 0;
+}
