@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "support/table_model.hpp"
+#include "support/tree_table_model.hpp"
 
 namespace {
 
@@ -45,6 +46,31 @@ class clocked_model {
   double& now_;
   std::function<double(std::size_t, std::size_t)> cost_;
   std::size_t calls_ = 0;
+};
+
+// A tree model whose append costs n and whose append_tree costs 2 n on a counter clock.
+class clocked_tree_model {
+ public:
+  explicit clocked_tree_model(double& now) : m_({.vocab_size = 8}), now_(now) {}
+  std::size_t vocab_size() const noexcept { return m_.vocab_size(); }
+  std::size_t size() const noexcept { return m_.size(); }
+  std::span<const token_id> tokens() const noexcept { return m_.tokens(); }
+  void append(std::span<const token_id> t, std::span<float> logits) {
+    m_.append(t, logits);
+    now_ += static_cast<double>(t.size());
+  }
+  void truncate(std::size_t n) { m_.truncate(n); }
+  void append_tree(std::span<const token_id> t, std::span<const std::int32_t> parents,
+                   std::span<float> logits) {
+    m_.append_tree(t, parents, logits);
+    now_ += 2.0 * static_cast<double>(t.size());
+  }
+  void commit(std::span<const std::int32_t> path) { m_.commit(path); }
+  const specdec::test::tree_table_model& inner() const noexcept { return m_; }
+
+ private:
+  specdec::test::tree_table_model m_;
+  double& now_;
 };
 
 }  // namespace
@@ -129,6 +155,24 @@ TEST_CASE("calibrate: the contexts are left as found, also when a call throws") 
   target.throw_at_ = 6;
   CHECK_THROWS_WITH(specdec::calibrate(target, {.max_n = 12}, clock), "clocked_model: refused");
   CHECK(std::vector<token_id>(target.tokens().begin(), target.tokens().end()) == context);
+}
+
+TEST_CASE("calibrate: trees = true times append_tree and drops the pending tree") {
+  double now = 0.0;
+  const auto clock = [&now] { return now; };
+  clocked_tree_model m(now);
+  std::vector<float> logits(2 * 8);
+  m.append(std::vector<token_id>{3, 4}, logits);
+  const auto chains = specdec::measure_cost_curve(m, {.max_n = 6}, clock);
+  const auto trees = specdec::measure_cost_curve(m, {.max_n = 6, .trees = true}, clock);
+  for (std::size_t n = 1; n <= 6; ++n) {
+    CHECK(chains[n] == static_cast<double>(n));
+    CHECK(trees[n] == 2.0 * static_cast<double>(n));
+  }
+  CHECK(m.inner().tree_calls() == m.inner().commit_calls());
+  CHECK(std::vector<token_id>(m.tokens().begin(), m.tokens().end()) == std::vector<token_id>{3, 4});
+  m.append(std::vector<token_id>{5}, std::span<float>(logits).first(8));  // nothing pending
+  CHECK(m.size() == 3);
 }
 
 TEST_CASE("calibrate: a model drafter's draft model gives the drafting cost") {

@@ -173,6 +173,31 @@ TEST_CASE("replan: a cheap curve and an exact draft go as deep as allowed") {
   CHECK(log.speed_over_plain(cost) > 5.0);
 }
 
+TEST_CASE("replan: a shallow start is re-planned deeper (the plain re-planner keeps it)") {
+  // The plain re-planner never plans past the depths it measured: started at K = 1 it stays
+  // at K = 1 however good the draft is. The policy measures one position past the plan.
+  table_model target({.vocab_size = 16, .order = 3, .seed = 7});
+  table_model copy({.vocab_size = 16, .order = 3, .seed = 7});
+  drafter_t oracle(copy);
+  const std::vector<token_id> prompt{3, 1, 4, 1, 5};
+  const auto cost = curve(40, 1.0, 0.05);
+  auto o = policy_options(cost);
+  o.max_new_tokens = 300;
+  o.sampling.temperature = 0.0f;
+  o.draft_length = 1;
+  o.replan.explore = false;
+  specdec::speculative_decoder stuck(target, oracle);
+  const auto stuck_log = run_steps(stuck, prompt, o);
+  CHECK(*std::max_element(stuck_log.drafted.begin(), stuck_log.drafted.end()) == 1);
+  CHECK(stuck.plan().branching.size() == 1);
+  o.replan.explore = true;
+  specdec::speculative_decoder policy(target, oracle);
+  const auto log = run_steps(policy, prompt, o);
+  CHECK(log.tokens == stuck_log.tokens);
+  CHECK(policy.plan().branching.size() == 8);
+  CHECK(log.speed_over_plain(cost) > 2 * stuck_log.speed_over_plain(cost));
+}
+
 TEST_CASE("replan: acceptance that rises after starting low is re-planned upward") {
   table_model target({.vocab_size = 16, .order = 3, .seed = 7});
   const std::vector<token_id> prompt{3, 1, 4, 1, 5};
