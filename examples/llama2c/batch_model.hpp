@@ -100,6 +100,14 @@ class batch_model {
   void score(std::span<const batch_entry> batch);
 
   /**
+   * score() of the one chain entry {id, tokens} writing no logits
+   * (specdec::BatchPrefillLanguageModel): the same context afterwards, the final norm and the
+   * classifier skipped for every row. Same limits and errors as score (at most
+   * max_batch_tokens() tokens); nothing changes when it throws.
+   */
+  void prefill(sequence_id id, std::span<const token_id> tokens);
+
+  /**
    * Keeps the root-to-node `path` of `id`'s pending tree (may be empty): size(id) grows by
    * path.size(), the tree is no longer pending. model::commit for that sequence. Throws
    * std::invalid_argument (unknown id, a path that is not a chain from a root of the tree),
@@ -119,9 +127,10 @@ class batch_model {
   sequence& find(sequence_id id, const char* who) {
     return const_cast<sequence&>(std::as_const(*this).find(id, who));
   }
-  void check(std::span<const batch_entry> batch);
+  void check(std::span<const batch_entry> batch, bool logits);
+  void run(std::span<const batch_entry> batch, bool logits);
   void ensure_scratch(std::size_t n);
-  void forward(std::span<const batch_entry> batch);
+  void forward(std::span<const batch_entry> batch, bool logits);
   void attend(std::size_t layer, std::span<const batch_entry> batch);
 
   std::shared_ptr<const weights> w_;
@@ -141,6 +150,7 @@ class batch_model {
 };
 
 static_assert(specdec::BatchTreeLanguageModel<batch_model>);
+static_assert(specdec::BatchPrefillLanguageModel<batch_model>);
 
 // ---------------------------------------------------------------------------------------------
 
@@ -224,15 +234,16 @@ inline void batch_model::commit(sequence_id id, std::span<const std::int32_t> pa
   s.pending.clear();
 }
 
-inline void batch_model::check(std::span<const batch_entry> batch) {
+inline void batch_model::check(std::span<const batch_entry> batch, bool logits) {
   const std::size_t v = vocab_size();
   std::size_t rows = 0;
   seq_of_.clear();
   if (trees_.size() < batch.size()) trees_.resize(batch.size());  // layouts keep their storage
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const batch_entry& e = batch[i];
-    sequence& s = find(e.sequence, "score");
-    const std::string where = "llama2c::batch_model::score: entry " + std::to_string(i) +
+    const char* who = logits ? "score" : "prefill";
+    sequence& s = find(e.sequence, who);
+    const std::string where = std::string("llama2c::batch_model::") + who + ": entry " + std::to_string(i) +
                               " (sequence " + std::to_string(e.sequence) + "): ";
     if (std::find(seq_of_.begin(), seq_of_.end(), &s) != seq_of_.end())
       throw std::invalid_argument(where + "the sequence is already in this call");
@@ -243,7 +254,7 @@ inline void batch_model::check(std::span<const batch_entry> batch) {
       check_node_count(e.tokens.size(), where_fn);
       check_parents(e.parents, e.tokens.size(), where_fn);
     }
-    if (e.logits.size() != e.tokens.size() * v)
+    if (logits && e.logits.size() != e.tokens.size() * v)
       throw std::invalid_argument(where + "logits.size() = " + std::to_string(e.logits.size()) +
                                   ", expected " + std::to_string(e.tokens.size() * v));
     for (std::size_t j = 0; j < e.tokens.size(); ++j)
@@ -268,8 +279,15 @@ inline void batch_model::check(std::span<const batch_entry> batch) {
                             std::to_string(o_.max_batch_tokens));
 }
 
-inline void batch_model::score(std::span<const batch_entry> batch) {
-  check(batch);
+inline void batch_model::score(std::span<const batch_entry> batch) { run(batch, true); }
+
+inline void batch_model::prefill(sequence_id id, std::span<const token_id> tokens) {
+  const batch_entry e{id, tokens, {}, {}};
+  run(std::span<const batch_entry>(&e, 1), false);
+}
+
+inline void batch_model::run(std::span<const batch_entry> batch, bool logits) {
+  check(batch, logits);
   if (batch.empty()) return;
   for (std::size_t e = 0; e < batch.size(); ++e) {
     sequence& s = *seq_of_[e];
@@ -277,7 +295,7 @@ inline void batch_model::score(std::span<const batch_entry> batch) {
     if (!batch[e].parents.empty())  // a wide tree can need more rows than max_context
       grow_cache_rows(s.k, s.v, s.size + batch[e].tokens.size(), cfg().kv_dim());
   }
-  forward(batch);
+  forward(batch, logits);
   for (std::size_t e = 0; e < batch.size(); ++e) {
     const batch_entry& entry = batch[e];
     sequence& s = *seq_of_[e];
@@ -339,7 +357,7 @@ inline void batch_model::attend(std::size_t layer, std::span<const batch_entry> 
   pool_->for_each(batch.size(), each);
 }
 
-inline void batch_model::forward(std::span<const batch_entry> batch) {
+inline void batch_model::forward(std::span<const batch_entry> batch, bool logits) {
   const config& c = cfg();
   first_row_.assign(1, 0);
   positions_.clear();
@@ -389,6 +407,7 @@ inline void batch_model::forward(std::span<const batch_entry> batch) {
     matmul(pool, h1_.data(), hld, N, hid, down);
   }
 
+  if (!logits) return;  // prefill: only the caches were wanted
   rmsnorm(x_.topRows(N), w_->rms_final(), xb_.topRows(N));
   const auto vocab = static_cast<std::ptrdiff_t>(c.vocab_size);
   const matmul_task classify[] = {{w_->classifier().data(), vocab, logits_.data(), vocab}};

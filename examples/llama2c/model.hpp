@@ -99,6 +99,17 @@ class model {
   void append(std::span<const token_id> tokens, std::span<float> logits, std::span<float> hidden) {
     with_hidden("append", tokens.size(), hidden, [&] { append(tokens, logits); });
   }
+  /// append without logits (specdec::PrefillLanguageModel): the same context afterwards. Only
+  /// the K/V caches are computed: the last layer stops once its K/V are written (its attention
+  /// and FFN feed only the classifier), and the final norm and classifier are skipped for every
+  /// row (n x dim x vocab multiply-adds and the n x vocab output saved). Throws as append;
+  /// nothing changes then.
+  void prefill(std::span<const token_id> tokens);
+  /// prefill that writes each position's hidden row (as append with hidden rows; the final norm
+  /// runs, the classifier does not).
+  void prefill(std::span<const token_id> tokens, std::span<float> hidden) {
+    with_hidden("prefill", tokens.size(), hidden, [&] { prefill(tokens); });
+  }
 
   /// Keeps the first n tokens (n <= size(), else std::out_of_range). O(1). Discards a pending
   /// tree.
@@ -137,6 +148,9 @@ class model {
   void check_logits(const char* where, std::size_t n, std::span<float> logits) const;
   void ensure_cache_rows(std::size_t rows);
   void ensure_scratch(std::size_t n);
+  void feed(const char* where, std::span<const token_id> tokens, std::span<float> logits);
+  // The pass over `tokens`; an empty `logits` skips the classifier, and without hidden rows
+  // also the final norm and the last layer's work after its K/V.
   void forward(std::span<const token_id> tokens, bool tree, std::span<float> logits);
   // Runs `call` with forward() copying the final normed rows into `hidden` (n rows).
   template <class Call>
@@ -208,6 +222,7 @@ class layer_skip_draft : public model {
 static_assert(specdec::TreeLanguageModel<model>);
 static_assert(specdec::TreeLanguageModel<layer_skip_draft>);
 static_assert(specdec::HiddenStateTreeModel<model>);
+static_assert(specdec::PrefillLanguageModel<model>);
 
 // ---------------------------------------------------------------------------------------------
 
@@ -254,8 +269,18 @@ inline void model::check_logits(const char* where, std::size_t n, std::span<floa
 inline void model::append(std::span<const token_id> tokens, std::span<float> logits) {
   check_tokens("append", tokens);
   check_logits("append", tokens.size(), logits);
+  feed("append", tokens, logits);
+}
+
+inline void model::prefill(std::span<const token_id> tokens) {
+  check_tokens("prefill", tokens);
+  feed("prefill", tokens, {});
+}
+
+inline void model::feed(const char* where, std::span<const token_id> tokens,
+                        std::span<float> logits) {
   if (tokens.size() > max_size_ - size_)
-    throw std::length_error("llama2c::model::append: " + std::to_string(size_) + " + " +
+    throw std::length_error(std::string("llama2c::model::") + where + ": " + std::to_string(size_) + " + " +
                             std::to_string(tokens.size()) + " tokens exceed max_size() = " +
                             std::to_string(max_size_) +
                             " (the checkpoint's seq_len unless model_options::max_context "
@@ -339,6 +364,7 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
   const auto dim = static_cast<std::ptrdiff_t>(c.dim);
   const auto hid = static_cast<std::ptrdiff_t>(c.hidden_dim);
   thread_pool* pool = pool_.get();
+  const bool caches_only = logits.empty() && !hidden_out_;  // prefill without hidden rows
 
   auto x = x_.topRows(N);
   auto xb = xb_.topRows(N);
@@ -361,6 +387,9 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
     matmul(pool, xb.data(), dim, N, dim, qkv);
     rope_.rotate(q, positions_, c.n_heads);
     rope_.rotate(kc.middleRows(base, N), positions_, c.n_kv_heads);
+    // prefill: the last layer's K/V are in the cache; its attention and FFN feed only the
+    // classifier.
+    if (caches_only && l + 1 == layers_) return;
 
     attention(pool, {.q = q.data(), .k = kc.data(), .v = vc.data(), .out = att.data(),
                      .scores = scores_.data(), .n = N, .context = base,
@@ -384,6 +413,7 @@ inline void model::forward(std::span<const token_id> tokens, bool tree, std::spa
 
   rmsnorm(x, w_->rms_final(), xb);
   if (hidden_out_) Eigen::Map<row_matrix>(hidden_out_, N, xb.cols()) = xb;
+  if (logits.empty()) return;
   const auto vocab = static_cast<std::ptrdiff_t>(c.vocab_size);
   const matmul_task classify[] = {{w_->classifier().data(), vocab, logits.data(), vocab}};
   matmul(pool, xb.data(), dim, N, dim, classify);

@@ -119,8 +119,8 @@ TEST_CASE("llama2c batch_model: passes the batch conformance checks, rows bit-id
   const auto rep = specdec::testing::run_batch_checks(m);
   INFO(rep.message);
   CHECK(rep.ok);
-  CHECK(rep.checks.size() == 5);  // (g1)-(g4) and, the engine scoring trees, (g5) batch_tree
-  CHECK(rep.checks.back().name == "batch_tree");
+  CHECK(rep.checks.size() == 6);  // (g1)-(g4), (g5) batch_tree and (g6) batch_prefill
+  CHECK(rep.checks.back().name == "batch_prefill");
 }
 
 TEST_CASE("llama2c batch_model: a batch of one decodes run.c's reference text") {

@@ -326,7 +326,8 @@ TEST_CASE("llama2c model: the conformance kit passes on the model and its layer-
     const auto rep = testing::run_all([&] { return llama2c::model(w); }, o);
     std::cout << "llama2c conformance (full model):\n" << rep.message;
     CHECK(rep.ok);
-    CHECK(rep.checks.size() == 9);  // a-e, f1-f3 (trees) and h (hidden rows)
+    CHECK(rep.checks.size() == 10);  // a-e, f1-f3 (trees), h (hidden rows) and i (prefill)
+    CHECK(rep.checks.back().name == "prefill");
   }
   SECTION("full model, one instance") {
     llama2c::model m(w);
@@ -449,6 +450,7 @@ TEST_CASE("llama2c model: append, tree and commit allocate nothing once warmed u
     m.append(std::span(ctx).first(1), std::span(logits).first(512));
     m.append_tree(ctx, parents, logits);
     m.commit(path);
+    m.prefill(ctx);
   };
   // Warm-up: whatever is sized on first use is sized here. (The constructor already sized the
   // caches for max_size() and the scratch for 8 rows, the most one call of `round` feeds.)
@@ -466,5 +468,36 @@ TEST_CASE("llama2c model: append, tree and commit allocate nothing once warmed u
   Eigen::internal::set_is_malloc_allowed(true);
   INFO("the warmed-up round threw: " << error);
   CHECK_FALSE(threw);
-  CHECK(m.size() == ctx.size() + 1 + path.size());
+  CHECK(m.size() == ctx.size() + 1 + path.size() + ctx.size());
+}
+
+TEST_CASE("llama2c model: prefill leaves the context append leaves, without logits") {
+  const auto w = llama2c::load_checkpoint(checkpoint_path);
+  llama2c::model fed(w), appended(w);
+  const std::span<const token_id> ids(reference_ids);
+  const std::size_t v = fed.vocab_size(), h = 20, n = 32;
+  std::vector<float> rows(h * v), a(v * (n - h)), b(v * (n - h));
+  fed.prefill(ids.first(h));
+  appended.append(ids.first(h), rows);
+  CHECK(fed.size() == h);
+  fed.append(ids.subspan(h, n - h), a);
+  appended.append(ids.subspan(h, n - h), b);
+  CHECK(a == b);  // the same K/V in the cache: the same bits afterwards
+  SECTION("with hidden rows: the rows append writes") {
+    fed.truncate(0);
+    appended.truncate(0);
+    std::vector<float> hp(h * fed.hidden_size()), ha(h * fed.hidden_size());
+    fed.prefill(ids.first(h), hp);
+    appended.append(ids.first(h), rows, ha);
+    CHECK(hp == ha);
+    CHECK_THROWS_WITH(fed.prefill(ids.first(2), std::span(hp).first(3)),
+                      Catch::StartsWith("llama2c::model::prefill: hidden.size() = 3"));
+  }
+  SECTION("bad input is refused naming prefill, nothing changes") {
+    const std::vector<token_id> bad{1, 100000};
+    CHECK_THROWS_AS(fed.prefill(bad), std::out_of_range);
+    CHECK_THROWS_WITH(fed.prefill(std::span<const token_id>()),
+                      "llama2c::model::prefill: tokens is empty");
+    CHECK(fed.size() == n);
+  }
 }
