@@ -321,7 +321,9 @@ class batch_decoder {
   k_choice choose_k() {
     const batch_k_policy& policy = options_.k_policy;
     if (!policy.enabled()) return {};
-    pooled_ = decode_stats{};
+    // Zeroed in place, not replaced: the counts keep their storage from step to step.
+    for (auto& row : pooled_.offered_at_rank) std::fill(row.begin(), row.end(), 0);
+    for (auto& row : pooled_.accepted_at_rank) std::fill(row.begin(), row.end(), 0);
     std::size_t running = 0;
     for (const auto& s : slots_) {
       if (s->status != sequence_status::running) continue;

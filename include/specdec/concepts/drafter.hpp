@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "specdec/math/prob_rows.hpp"
 #include "specdec/math/rng.hpp"
 #include "specdec/math/sampling_params.hpp"
 #include "specdec/types.hpp"
@@ -18,13 +19,21 @@ namespace specdec {
  * same warping as the target) or no rows at all, which means the draft is deterministic: each
  * token is its own one-hot proposal (n-gram lookup, greedy drafts). A verifier is lossless only
  * if `q` is truly the distribution the token was drawn from.
+ *
+ * Storage is kept across steps: clear() empties both members without freeing, and `q` is a
+ * prob_rows, whose resize(k, V) reuses its memory, so a drafter that writes `out.q.resize(k, V)`
+ * and pushes k tokens allocates nothing once a step of that size was seen. (`q` was a row_matrix;
+ * prob_rows keeps the calls drafters make on it: rows(), cols(), data(), row(i), (i, j), resize,
+ * conservativeResize, setConstant, assignment from an Eigen expression; matrix() gives an Eigen
+ * map for anything else.)
  */
 struct draft {
   std::vector<token_id> tokens;
-  row_matrix q;
+  prob_rows q;
 
   bool deterministic() const noexcept { return q.rows() == 0; }
   std::size_t size() const noexcept { return tokens.size(); }
+  /// No tokens and no q rows; keeps the storage of both. O(1).
   void clear() noexcept {
     tokens.clear();
     q.resize(0, q.cols());
@@ -48,6 +57,13 @@ struct draft {
  *   with no rows. `sp` is the warping the target uses; model drafters must apply the same.
  * - `propose` with k == 0 returns an empty draft. An exception leaves the drafter usable
  *   (at worst it re-synchronises on the next call).
+ * - `out` is the decoder's, reused every step: write it with clear(), tokens.push_back and
+ *   q.resize(k, V) (all keep their storage), not by assigning new objects, and a warm step
+ *   allocates nothing on the drafter's side (the decoder reserves room for k tokens first).
+ * - Optional, `d.reserve(n)`: called at the first step of each generation with the longest
+ *   history it can reach (prompt + max_new_tokens within the target's max_size), so that a
+ *   drafter whose state grows with the history (ngram_drafter's index) sizes it once; a
+ *   std::length_error from it is ignored.
  * - Optional, read by the decoders' checks when a drafter joins: `d.vocab_size()` (must equal
  *   the target's), `d.model()` (the draft model: neither the target itself nor another part's),
  *   and `d.for_each_part(f)`, by which a drafter built of others (composed_drafter) calls

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -120,6 +121,66 @@ inline void check_tree_draft(const sequence_state& s, std::span<const std::size_
   }
 }
 
+/// The longest history s's generation can reach: prompt + max_new_tokens within the target's
+/// max_size (saturating).
+inline std::size_t longest_history(const sequence_state& s) noexcept {
+  const std::size_t room = std::numeric_limits<std::size_t>::max() - s.prompt_size;
+  return std::min(s.capacity, s.prompt_size + std::min(s.options.max_new_tokens, room));
+}
+
+/// At the first step of a generation: the history gets room for the whole generation (when
+/// that is at most 2^24 tokens more; past it, it grows as it goes), and a drafter with the
+/// optional member reserve(n) is asked to prepare for a history of that length, so that no
+/// later step grows either.
+template <class Draft>
+void reserve_generation(sequence_state& s, Draft& drafter) {
+  if (s.generated() != 0) return;
+  const std::size_t n = longest_history(s);
+  if (n <= s.history.size() || n - s.history.size() > (std::size_t{1} << 24)) return;
+  s.history.reserve(n);
+  if constexpr (requires { drafter.reserve(n); }) {
+    try {
+      drafter.reserve(n);
+    } catch (const std::length_error&) {  // a history it cannot hold: it will say so when it must
+    }
+  }
+}
+
+/// Sizes what the verify and commit phases fill for the step s just drafted (the accepted
+/// tokens, the tree path, the verdict's nodes, the statistics' counts by depth and rank), so that
+/// they allocate nothing, whatever is accepted, once a step of this shape was seen. The counts
+/// by depth and rank then hold zeros for candidates drafted but not yet judged. O(nodes).
+inline void reserve_verdict(sequence_state& s) {
+  const std::size_t depth = s.positions;
+  s.accepted.reserve(depth);
+  s.path.reserve(depth + 1);
+  s.tree_verdict.accepted.reserve(depth);
+  const auto width = [&](std::size_t d) -> std::size_t {  // the most children at depth d
+    if (!s.tree_step) return 1;
+    std::size_t w = 0;
+    for (const std::int32_t node : s.tree.tree.level(d))
+      w = std::max(w, s.tree.tree.num_children(static_cast<std::size_t>(node)));
+    return w;
+  };
+  const auto size_counts = [&](decode_stats& st) {
+    if (st.drafted_at.size() < depth) {
+      st.drafted_at.resize(depth);
+      st.accepted_at.resize(depth);
+    }
+    if (st.offered_at_rank.size() < depth) {
+      st.offered_at_rank.resize(depth);
+      st.accepted_at_rank.resize(depth);
+    }
+    for (std::size_t d = 0; d < depth; ++d) {
+      const std::size_t w = width(d);
+      if (st.offered_at_rank[d].size() < w) st.offered_at_rank[d].resize(w);
+      if (st.accepted_at_rank[d].size() < w) st.accepted_at_rank[d].resize(w);
+    }
+  };
+  size_counts(s.stats);
+  if (s.options.replan.every > 0) size_counts(s.measured);
+}
+
 }  // namespace detail
 
 /**
@@ -138,6 +199,7 @@ template <class Draft>
 void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_cast<std::size_t>(-1),
                  std::size_t max_rows = static_cast<std::size_t>(-1)) {
   const auto t0 = detail::decode_clock::now();
+  detail::reserve_generation(s, drafter);
   if (detail::replan_due(s)) detail::replan(s, TreeDrafter<Draft>);
   const std::size_t v = s.vocab;
   s.history_before = s.history.size();
@@ -152,10 +214,13 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
                        std::min({max_rows, room, max_tree_nodes}));
       const auto shape = std::span<const std::size_t>(s.options.tree).first(depth);
       tree_draft& td = s.tree;
+      // Room for the full shape's nodes: a drafter building the tree in place
+      // (token_tree::assign) allocates nothing once a step of this shape was seen.
+      td.tree.reserve(shape_nodes(shape) + 1);
       if (depth > 0) {
         drafter.propose_tree(s.history, shape, s.options.sampling, s.gen, s.options.tree_draw, td);
       } else {
-        td.tree = token_tree(s.history.back());
+        td.tree.reset(s.history.back());
         td.q.resize(0, static_cast<Eigen::Index>(v));
         td.draw = candidate_draw::deterministic;
       }
@@ -167,6 +232,7 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
     const std::size_t k = std::min(
         {s.options.draft_length, s.draft_budget(), max_k, max_rows > 0 ? max_rows - 1 : 0});
     s.chain.clear();
+    s.chain.tokens.reserve(k);  // a drafter that pushes its tokens allocates nothing
     if (k > 0) drafter.propose(s.history, k, s.options.sampling, s.gen, s.chain);
     if (s.chain.size() > k)
       throw std::invalid_argument("drafter: proposed " + std::to_string(s.chain.size()) +
@@ -186,6 +252,7 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
     s.nodes = n;
   }
   s.logits.resize(s.score_tokens().size() * v);
+  detail::reserve_verdict(s);
   s.draft_seconds = detail::seconds_between(t0, detail::decode_clock::now());
 }
 

@@ -15,6 +15,49 @@
 
 namespace specdec::detail {
 
+/// Draft candidates kept between calls: clear() keeps every candidate's storage, so that a list
+/// refilled with as many candidates of at most as many tokens allocates nothing. Iterates over
+/// the candidates in use (each a std::vector<token_id>). Not thread-safe.
+class candidate_list {
+ public:
+  void clear() noexcept { size_ = 0; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  /// A new last candidate, empty. References to candidates are valid until the next push.
+  std::vector<token_id>& push() {
+    if (size_ == items_.size()) items_.emplace_back();
+    std::vector<token_id>& c = items_[size_++];
+    c.clear();
+    return c;
+  }
+  void pop() noexcept { --size_; }
+  std::vector<token_id>& operator[](std::size_t i) noexcept { return items_[i]; }
+  const std::vector<token_id>& operator[](std::size_t i) const noexcept { return items_[i]; }
+  const std::vector<token_id>* begin() const noexcept { return items_.data(); }
+  const std::vector<token_id>* end() const noexcept { return items_.data() + size_; }
+  /// Moves candidate `from` to place `to`, the ones between shifting by one (no allocation).
+  void move(std::size_t from, std::size_t to) noexcept {
+    auto at = items_.begin();
+    if (from > to)
+      std::rotate(at + static_cast<std::ptrdiff_t>(to), at + static_cast<std::ptrdiff_t>(from),
+                  at + static_cast<std::ptrdiff_t>(from + 1));
+    else if (from < to)
+      std::rotate(at + static_cast<std::ptrdiff_t>(from), at + static_cast<std::ptrdiff_t>(from + 1),
+                  at + static_cast<std::ptrdiff_t>(to + 1));
+  }
+  /// Removes candidate i (its storage is kept for a later push).
+  void erase(std::size_t i) noexcept {
+    move(i, size_ - 1);
+    --size_;
+  }
+  /// Keeps the first n candidates.
+  void truncate(std::size_t n) noexcept { size_ = std::min(size_, n); }
+
+ private:
+  std::vector<std::vector<token_id>> items_;
+  std::size_t size_ = 0;
+};
+
 /// How suffix_lookup turns the longest match into a draft (see ngram_match_policy).
 struct lookup_rule {
   enum class kind {
@@ -158,24 +201,27 @@ class suffix_lookup {
   /// tokens, then the text from the latest occurrence of x after the longest context that had it.
   /// Ties: shallower, then later occurrence, then earlier draft.
   /// O(n * K * max_blended * max_context_count * log n).
+  /// Appended to `result` (which must be empty); allocates nothing once its storage and this
+  /// lookup's scratch have held as many drafts.
   void candidates(const lookup_rule& rule, std::size_t k, std::size_t n,
-                  std::vector<std::vector<token_id>>& result) {
-    std::vector<token_id> first;
-    propose(rule, k, first);
-    if (first.empty()) return;
+                  candidate_list& result) {
+    propose(rule, k, result.push());
+    if (result[0].empty()) {
+      result.pop();
+      return;
+    }
     const match_info m = match();
     k = draft_length(rule, m.length, k);
     branches_.clear();
-    result.push_back(std::move(first));
     grow(rule, result, 0, 0, m, 1.0);
     while (result.size() < n && !branches_.empty()) {
       std::pop_heap(branches_.begin(), branches_.end(), worse);
       const branch b = branches_.back();
       branches_.pop_back();
-      std::vector<token_id> c(result[b.draft].begin(),
-                              result[b.draft].begin() + static_cast<std::ptrdiff_t>(b.depth));
+      std::vector<token_id>& c = result.push();
+      const std::vector<token_id>& from = result[b.draft];
+      c.assign(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(b.depth));
       append_continuation(b.at - 1, k - b.depth, c);
-      result.push_back(std::move(c));
       grow(rule, result, result.size() - 1, b.depth + 1,
            advance(b.context, b.token, rule.min_length), b.value);
     }
@@ -284,7 +330,7 @@ class suffix_lookup {
 
   // Adds the branches along draft i from position `from` (whose context is c, reached with
   // probability reach).
-  void grow(const lookup_rule& rule, const std::vector<std::vector<token_id>>& drafts,
+  void grow(const lookup_rule& rule, const candidate_list& drafts,
             std::size_t i, std::size_t from, match_info c, double reach) {
     const std::vector<token_id>& draft = drafts[i];
     for (std::size_t d = from; d < draft.size() && c.state != sam::root && reach > 0; ++d) {

@@ -345,7 +345,7 @@ class eagle_drafter {
       tokens_.push_back(n.token);
       parents_.push_back(n.parent);
     }
-    out.tree = token_tree(tokens_, parents_);
+    out.tree.assign(tokens_, parents_);  // in place: the tree keeps its storage
     if (top) return;
     const auto v = static_cast<Eigen::Index>(vocab_size());
     out.q.setZero(static_cast<Eigen::Index>(nodes_.size()), v);

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <queue>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -45,43 +44,62 @@ struct rank_node {
   std::size_t rank;
 };
 
+// A candidate node of best_rank_tree.
+struct rank_candidate {
+  double score;
+  std::size_t depth, rank;
+  std::int32_t parent;  // index into the chosen nodes, -1 = root
+};
+
+// Scratch of best_rank_tree, reused so that a recomputed tree allocates nothing once grown.
+struct rank_tree_workspace {
+  std::vector<rank_candidate> queue, chosen;
+  std::vector<std::int32_t> new_index, level;
+};
+
 // The rank tree of `branching` (each node at depth j has up to branching[j] children, ranks
 // 0..k-1), cut to the `max_nodes` nodes of highest score (product of accuracy(j, r) along the
-// path), grown best first so that it is closed under ancestors and lower-ranked siblings. Returns
-// the nodes in breadth-first order with contiguous children (the root is not listed).
+// path), grown best first so that it is closed under ancestors and lower-ranked siblings. Writes
+// the nodes into `out` in breadth-first order with contiguous children (the root is not listed).
 template <class Accuracy>
-std::vector<rank_node> best_rank_tree(std::span<const std::size_t> branching,
-                                      std::size_t max_nodes, Accuracy&& accuracy) {
-  struct cand {
-    double score;
-    std::size_t depth, rank;
-    std::int32_t parent;  // index into `chosen`, -1 = root
-  };
+void best_rank_tree(std::span<const std::size_t> branching, std::size_t max_nodes,
+                    Accuracy&& accuracy, rank_tree_workspace& ws, std::vector<rank_node>& out) {
+  using cand = rank_candidate;
+  // A max-heap on `better`: the best candidate first.
   const auto worse = [](const cand& a, const cand& b) {
     if (a.score != b.score) return a.score < b.score;
     if (a.depth != b.depth) return a.depth > b.depth;
     return a.rank > b.rank;
   };
-  std::priority_queue<cand, std::vector<cand>, decltype(worse)> queue(worse);
-  std::vector<cand> chosen;
-  if (!branching.empty() && branching[0] > 0) queue.push({accuracy(0, 0), 1, 0, -1});
+  auto& queue = ws.queue;
+  auto& chosen = ws.chosen;
+  const auto push = [&](const cand& c) {
+    queue.push_back(c);
+    std::push_heap(queue.begin(), queue.end(), worse);
+  };
+  queue.clear();
+  chosen.clear();
+  out.clear();
+  if (!branching.empty() && branching[0] > 0) push({accuracy(0, 0), 1, 0, -1});
   while (!queue.empty() && chosen.size() < max_nodes) {
-    const cand c = queue.top();
-    queue.pop();
+    std::pop_heap(queue.begin(), queue.end(), worse);
+    const cand c = queue.back();
+    queue.pop_back();
     chosen.push_back(c);
     const auto me = static_cast<std::int32_t>(chosen.size() - 1);
     const double base = c.parent < 0 ? 1.0 : chosen[static_cast<std::size_t>(c.parent)].score;
     if (c.rank + 1 < branching[c.depth - 1])  // the next sibling
-      queue.push({base * accuracy(c.depth - 1, c.rank + 1), c.depth, c.rank + 1, c.parent});
+      push({base * accuracy(c.depth - 1, c.rank + 1), c.depth, c.rank + 1, c.parent});
     if (c.depth < branching.size() && branching[c.depth] > 0)  // the first child
-      queue.push({c.score * accuracy(c.depth, 0), c.depth + 1, 0, me});
+      push({c.score * accuracy(c.depth, 0), c.depth + 1, 0, me});
   }
   // Breadth first: by depth, then by parent's new index, then by rank.
-  std::vector<std::int32_t> new_index(chosen.size());
-  std::vector<rank_node> out;
+  auto& new_index = ws.new_index;
+  auto& level = ws.level;
+  new_index.assign(chosen.size(), -1);
   out.reserve(chosen.size());
   for (std::size_t depth = 1; depth <= branching.size(); ++depth) {
-    std::vector<std::int32_t> level;
+    level.clear();
     for (std::size_t i = 0; i < chosen.size(); ++i)
       if (chosen[i].depth == depth) level.push_back(static_cast<std::int32_t>(i));
     std::sort(level.begin(), level.end(), [&](std::int32_t a, std::int32_t b) {
@@ -97,6 +115,15 @@ std::vector<rank_node> best_rank_tree(std::span<const std::size_t> branching,
                      c.rank});
     }
   }
+}
+
+// best_rank_tree returning the nodes (allocates).
+template <class Accuracy>
+std::vector<rank_node> best_rank_tree(std::span<const std::size_t> branching,
+                                      std::size_t max_nodes, Accuracy&& accuracy) {
+  rank_tree_workspace ws;
+  std::vector<rank_node> out;
+  best_rank_tree(branching, max_nodes, accuracy, ws, out);
   return out;
 }
 }  // namespace detail
@@ -189,18 +216,23 @@ class medusa_drafter {
           " has more nodes than max_tree_nodes = " + std::to_string(max_tree_nodes) +
           "; set medusa_drafter_options::max_nodes or draft a smaller shape");
     if (depth == 0 || !head_logits(history, depth)) {
-      out.tree = token_tree(tokens_, parents_);
+      out.tree.assign(tokens_, parents_);
       return;
     }
     if (shape_.empty() || !std::equal(shape.begin(), shape.end(), shape_key_.begin(),
                                       shape_key_.end())) {
       shape_key_.assign(shape.begin(), shape.end());
-      shape_ = detail::best_rank_tree(shape, budget, [&](std::size_t j, std::size_t r) {
-        const auto& a = w_.rank_accuracy;
-        if (static_cast<Eigen::Index>(j) < a.rows() && static_cast<Eigen::Index>(r) < a.cols())
-          return static_cast<double>(a(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(r))) + 1e-9;
-        return 1.0 / static_cast<double>((r + 1) * (j + 1));
-      });
+      detail::best_rank_tree(
+          shape, budget,
+          [&](std::size_t j, std::size_t r) {
+            const auto& a = w_.rank_accuracy;
+            if (static_cast<Eigen::Index>(j) < a.rows() && static_cast<Eigen::Index>(r) < a.cols())
+              return static_cast<double>(
+                         a(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(r))) +
+                     1e-9;
+            return 1.0 / static_cast<double>((r + 1) * (j + 1));
+          },
+          rank_ws_, shape_);
     }
     // Candidates per depth: the top ones, or draws per parent.
     if (top) {
@@ -236,7 +268,7 @@ class medusa_drafter {
       tokens_.push_back(cands[s.rank]);
       parents_.push_back(parent);
     }
-    out.tree = token_tree(tokens_, parents_);
+    out.tree.assign(tokens_, parents_);
     if (!top) {  // row of node i: the distribution of its children, head depth(i)'s
       out.q.resize(static_cast<Eigen::Index>(out.tree.size()), static_cast<Eigen::Index>(v));
       for (std::size_t i = 0; i < out.tree.size(); ++i) {
@@ -266,7 +298,7 @@ class medusa_drafter {
   medusa_weights w_;
   weight_view classifier_;
   medusa_drafter_options o_;
-  row_matrix logits_, q_;
+  prob_rows logits_, q_;  // storage that only grows: a shorter step allocates nothing
   prob_row r_, out_row_;
   warp_workspace ws_;
   std::vector<std::vector<token_id>> top_;
@@ -275,6 +307,7 @@ class medusa_drafter {
   std::vector<float> remaining_;
   std::vector<std::size_t> shape_key_;
   std::vector<detail::rank_node> shape_;
+  detail::rank_tree_workspace rank_ws_;
 };
 
 }  // namespace specdec

@@ -79,17 +79,18 @@ inline void check_medusa_weights(const medusa_weights& m, std::size_t d, std::si
 
 /**
  * Head `k`'s logits for one hidden row: `out` = classifier x (x + SiLU(W x + b)) with
- * x = input_scale * hidden (see medusa_weights). O(d^2 + V d); `r` is scratch.
+ * x = input_scale * hidden (see medusa_weights). O(d^2 + V d); `r` is scratch. Allocates nothing
+ * once `r` and `out` have their sizes (d and V).
  */
 inline void medusa_logits(const medusa_weights& m, std::size_t k,
                           const Eigen::Ref<const prob_row>& hidden,
                           const weight_view& target_classifier, prob_row& r, prob_row& out) {
   const medusa_head& h = m.heads[k];
-  const prob_row x = m.input_scale * hidden;
-  r.noalias() = x * h.w.transpose();
+  // x = input_scale * hidden stays an expression: no temporary row.
+  r.noalias() = (m.input_scale * hidden) * h.w.transpose();
   r += h.b;
   detail::silu_in_place(r);
-  r += x;
+  r += m.input_scale * hidden;
   if (h.classifier.size() != 0) {
     out.noalias() = r * h.classifier.transpose();
   } else {

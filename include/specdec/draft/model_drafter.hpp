@@ -178,7 +178,7 @@ class model_drafter {
     parents_.assign(1, -1);
     const std::size_t capacity = max_size_of(model_);
     if (history.empty() || branching.empty() || history.size() > capacity) {
-      out.tree = token_tree(tokens_, parents_);  // the root alone: nothing to draft
+      out.tree.assign(tokens_, parents_);  // the root alone: nothing to draft
       return;
     }
     // The deepest node evaluated sits at position history.size() - 1 + depth - 1.
@@ -191,7 +191,7 @@ class model_drafter {
     std::size_t level_begin = 0, level_end = 1;
     for (std::size_t d = 0; d < depth; ++d) {
       // Evaluate the tree grown so far, read the rows of its deepest level, drop the tree.
-      tree_ = token_tree(tokens_, parents_);
+      tree_.assign(tokens_, parents_);  // in place: no allocation once grown
       logits_.resize(tree_.size() * v);
       calls_ += evaluate_tree(model_, tree_, std::span<float>(logits_), eval_ws_);
       commit_tree_path(model_, tree_, std::span<const std::int32_t>(), eval_ws_);  // no call
@@ -215,7 +215,7 @@ class model_drafter {
       level_end = tokens_.size();
       if (level_begin == level_end) break;
     }
-    out.tree = token_tree(tokens_, parents_);
+    out.tree.assign(tokens_, parents_);
     if (!sp.greedy())
       out.q.conservativeResize(static_cast<Eigen::Index>(out.tree.size()),
                                static_cast<Eigen::Index>(v));

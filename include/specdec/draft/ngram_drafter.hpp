@@ -114,31 +114,8 @@ class ngram_drafter {
    */
   std::vector<std::vector<token_id>> propose_candidates(std::span<const token_id> history,
                                                         std::size_t k, std::size_t n) {
-    sync(history);
-    std::vector<std::vector<token_id>> result;
-    k = std::min(k, options_.max_draft);
-    const std::size_t limit = search_limit();
-    if (k == 0 || n == 0) return result;
-    if (unbounded()) {
-      if (limit >= 2) lookup_.candidates(rule(), k, n, result);
-      merge_cache_candidate(k, n, result);
-      return result;
-    }
-    if (limit < 2) return result;
-    std::vector<token_id> candidate;
-    for (std::size_t m = std::min(options_.max_ngram, index_.size()); m >= options_.min_ngram;
-         --m) {
-      std::uint32_t e = first_occurrence(m, limit);
-      for (std::size_t scanned = 0; e != none && scanned < options_.max_candidate_scan;
-           ++scanned, e = index_.prev(e, m)) {
-        candidate.clear();
-        append_continuation(e, k, limit, candidate);
-        if (std::find(result.begin(), result.end(), candidate) != result.end()) continue;
-        result.push_back(candidate);
-        if (result.size() == n) return result;
-      }
-    }
-    return result;
+    collect_candidates(history, k, n);
+    return {candidates_.begin(), candidates_.end()};
   }
 
   /**
@@ -156,11 +133,11 @@ class ngram_drafter {
     out.q.resize(0, out.q.cols());
     const token_id root = history.empty() ? 0 : history.back();
     if (branching.empty() || branching[0] == 0 || history.empty()) {
-      out.tree = token_tree(root);
+      out.tree.reset(root);
       return;
     }
-    const auto candidates = propose_candidates(history, branching.size(), branching[0]);
-    out.tree = token_tree::from_candidates(root, candidates, branching);
+    collect_candidates(history, branching.size(), branching[0]);
+    out.tree.assign_candidates(root, candidates_, branching, trie_ws_);  // in place
   }
 
   /// specdec::Drafter: indexes tokens that joined the history. Ignored before the first propose
@@ -341,14 +318,46 @@ class ngram_drafter {
     return m.length > lookup_.match().length;
   }
 
+  // propose_candidates into candidates_ (kept between calls: no allocation once warm).
+  void collect_candidates(std::span<const token_id> history, std::size_t k, std::size_t n) {
+    sync(history);
+    candidates_.clear();
+    k = std::min(k, options_.max_draft);
+    const std::size_t limit = search_limit();
+    if (k == 0 || n == 0) return;
+    if (unbounded()) {
+      if (limit >= 2) lookup_.candidates(rule(), k, n, candidates_);
+      merge_cache_candidate(k, n, candidates_);
+      return;
+    }
+    if (limit < 2) return;
+    std::vector<token_id>& candidate = scratch_;
+    for (std::size_t m = std::min(options_.max_ngram, index_.size()); m >= options_.min_ngram;
+         --m) {
+      std::uint32_t e = first_occurrence(m, limit);
+      for (std::size_t scanned = 0; e != none && scanned < options_.max_candidate_scan;
+           ++scanned, e = index_.prev(e, m)) {
+        candidate.clear();
+        append_continuation(e, k, limit, candidate);
+        if (std::find(candidates_.begin(), candidates_.end(), candidate) != candidates_.end())
+          continue;
+        candidates_.push().assign(candidate.begin(), candidate.end());
+        if (candidates_.size() == n) return;
+      }
+    }
+  }
+
   // Candidates: the cache's draft first when it wins (as propose), else second.
-  void merge_cache_candidate(std::size_t k, std::size_t n, std::vector<std::vector<token_id>>& r) {
-    std::vector<token_id> c;
+  void merge_cache_candidate(std::size_t k, std::size_t n, detail::candidate_list& r) {
+    std::vector<token_id>& c = scratch_;
     const bool wins = cache_draft(k, c);
     if (c.empty()) return;
-    std::erase(r, c);
-    r.insert(r.begin() + (wins || r.empty() ? 0 : 1), std::move(c));
-    if (r.size() > n) r.resize(n);
+    for (std::size_t i = r.size(); i-- > 0;)
+      if (r[i] == c) r.erase(i);
+    const std::size_t at = wins || r.empty() ? 0 : 1;
+    r.push().assign(c.begin(), c.end());
+    r.move(r.size() - 1, at);
+    r.truncate(n);
   }
 
   detail::lookup_rule rule() const noexcept {
@@ -361,6 +370,9 @@ class ngram_drafter {
   }
 
   ngram_options options_;
+  detail::candidate_list candidates_;  // propose_tree's continuations, storage kept
+  std::vector<token_id> scratch_;
+  trie_workspace trie_ws_;
   detail::ngram_index index_;
   detail::suffix_lookup lookup_;
   std::shared_ptr<const detail::document_automaton> snapshot_;  // options_.cache's, per sequence

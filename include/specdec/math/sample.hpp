@@ -99,16 +99,19 @@ inline void check_total(double total) {
 // blocks[b] / total * values[i] / (double sum of block b), the rounding of the float block sums
 // being a factor common to a whole block (never a difference that lands on the block's last
 // token). Never returns a token of value 0.
-template <class BlockValues>
-token_id draw_in_blocks(std::span<const double> blocks, double total, double u,
-                        BlockValues&& values_of) {
+// draw_in_blocks with the block sums given by `block_sum(b)` for b < nb (stored, or computed
+// again block by block when there are too many to keep).
+template <class BlockSum, class BlockValues>
+token_id draw_in_block_sums(std::size_t nb, BlockSum&& block_sum, double total, double u,
+                            BlockValues&& values_of) {
   check_total(total);
   const double target = u * total;
   double cumulative = 0.0;
   std::size_t b = 0;
-  for (; b + 1 < blocks.size(); ++b) {
-    if (cumulative + blocks[b] > target) break;
-    cumulative += blocks[b];
+  double here = block_sum(0);
+  for (; b + 1 < nb; here = block_sum(++b)) {
+    if (cumulative + here > target) break;
+    cumulative += here;
   }
   std::span<const float> values = values_of(b);
   double own = 0.0;  // the block's sum in the order of the running sum below
@@ -116,8 +119,8 @@ token_id draw_in_blocks(std::span<const double> blocks, double total, double u,
     if (x > 0.0f) own += x;
   // Past the last block's sum (rounding of u * total) or in a block without a positive value
   // (only the last one can be reached so): the last positive value at or before this block.
-  if (own > 0.0 && blocks[b] > 0.0 && target - cumulative < blocks[b]) {
-    const double inside = (target - cumulative) / blocks[b] * own;
+  if (own > 0.0 && here > 0.0 && target - cumulative < here) {
+    const double inside = (target - cumulative) / here * own;
     double running = 0.0;
     std::size_t last_positive = 0;
     for (std::size_t i = 0; i < values.size(); ++i) {
@@ -134,6 +137,13 @@ token_id draw_in_blocks(std::span<const double> blocks, double total, double u,
     if (b == 0) return 0;  // unreachable: a positive total has a positive value
     values = values_of(--b);
   }
+}
+
+template <class BlockValues>
+token_id draw_in_blocks(std::span<const double> blocks, double total, double u,
+                        BlockValues&& values_of) {
+  return draw_in_block_sums(
+      blocks.size(), [blocks](std::size_t b) { return blocks[b]; }, total, u, values_of);
 }
 
 // draw_in_blocks at a uniform draw of `gen` (drawn only once the total is known to be good).
@@ -188,14 +198,17 @@ token_id sample_with(std::span<const float> probs, DrawU&& draw_u) {
   if (probs.empty())
     throw std::domain_error("sample: probabilities must have a positive, finite total");
   constexpr std::size_t on_stack = 256;
-  double stack[on_stack];
-  std::vector<double> heap;
   const std::size_t nb = block_count(probs.size());
-  double* blocks = stack;
-  if (nb > on_stack) {
-    heap.resize(nb);
-    blocks = heap.data();
+  if (nb > on_stack) {  // V > 256 Ki: each block's sum is formed again while walking to the draw
+    const double total = block_sums(probs, nullptr);
+    check_total(total);
+    const double u = draw_u();
+    const auto values_of = blocks_of(probs);
+    return draw_in_block_sums(
+        nb, [&](std::size_t b) { return block_sums(values_of(b), nullptr); }, total, u,
+        values_of);
   }
+  double blocks[on_stack];
   const double total = block_sums(probs, blocks);
   check_total(total);
   const double u = draw_u();
@@ -216,8 +229,8 @@ token_id sample_with(std::span<const float> probs, DrawU&& draw_u) {
  * value's share of the block: the float rounding of a block sum (relative error at most
  * detail::block_sum_depth * 2^-24, about 1e-7 typically) scales the whole block alike and never
  * favours or starves the tokens at its end. A token of probability 0 is never drawn. Throws std::domain_error if the total is
- * not positive and finite. Reads the row once plus one block; O(V). Allocates
- * detail::block_count(V) doubles when V > 256 Ki.
+ * not positive and finite. Reads the row once plus one block (V > 256 Ki: up to twice, the block
+ * sums being formed again instead of kept); O(V). Allocates nothing.
  */
 inline token_id sample(std::span<const float> probs, rng& gen) {
   return detail::sample_with(probs, [&gen] { return gen.uniform_open(); });

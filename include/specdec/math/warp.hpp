@@ -17,10 +17,16 @@
 
 namespace specdec {
 
-/// Scratch memory reused across warp calls, so the hot path allocates nothing. Not thread-safe.
+/// Scratch memory reused across warp calls: the first row with top-k or top-p sizes it for the
+/// vocabulary, later rows allocate nothing. Not thread-safe.
 struct warp_workspace {
   std::vector<float> values;
   std::vector<float> maxima;
+  /// Room for rows of v logits: warp then allocates nothing, top-k and top-p included.
+  void reserve(std::size_t v) {
+    values.reserve(v);
+    maxima.reserve(v / 16 + 1);  // groups of 4 packets of at least 4 lanes
+  }
 };
 
 namespace detail {
@@ -299,6 +305,7 @@ inline void warp(std::span<const float> logits, const sampling_params& sp, std::
     throw std::invalid_argument("warp: top_p < 1 needs a vocabulary of at most " +
                                 std::to_string(detail::max_mass_vocab) + " tokens, got " +
                                 std::to_string(v));
+  if (top_k || top_p) ws.reserve(v);  // once: later rows select within it
   // max element is exactly 1
   const float inv_t = 1.0f / sp.temperature;
   double total = detail::exp_blocks(logits.data(), v, m, inv_t, masked, probs.data(), nullptr);

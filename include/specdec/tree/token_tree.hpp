@@ -162,6 +162,20 @@ struct node_range {
   }
 };
 
+/// Scratch of token_tree::assign_candidates, reused so that building a trie allocates nothing
+/// once it has held a trie of that size. Not thread-safe.
+struct trie_workspace {
+  struct node {
+    token_id token;
+    std::int32_t parent, first_child, last_child, next_sibling;
+    std::size_t children;
+  };
+  std::vector<node> nodes;
+  std::vector<std::int32_t> order;  // breadth-first order of `nodes`, then their new indices
+  std::vector<token_id> tokens;
+  std::vector<std::int32_t> parents;
+};
+
 /**
  * A token tree flattened in breadth-first order.
  *
@@ -186,6 +200,15 @@ class token_tree {
    * Throws std::invalid_argument naming the offending entry. O(n).
    */
   token_tree(std::span<const token_id> tokens, std::span<const std::int32_t> parents) {
+    assign(tokens, parents);
+  }
+
+  /**
+   * Makes this tree the one the constructor from (tokens, parents) builds, reusing this tree's
+   * storage: no allocation when it held as many nodes before (or reserve() said so). Throws like
+   * that constructor, leaving the tree unchanged. O(n).
+   */
+  void assign(std::span<const token_id> tokens, std::span<const std::int32_t> parents) {
     if (tokens.empty()) throw std::invalid_argument("token_tree: tokens is empty (need a root)");
     if (parents.size() != tokens.size())
       throw std::invalid_argument("token_tree: parents.size() = " + std::to_string(parents.size()) +
@@ -217,6 +240,23 @@ class token_tree {
     for (std::size_t i = 1; i < tokens_.size(); ++i)
       depths_[i] = depths_[static_cast<std::size_t>(parents_[i])] + 1;
     index();
+  }
+
+  /// Makes this the root-only tree token_tree(root), keeping the storage. O(1).
+  void reset(token_id root = 0) {
+    tokens_.assign(1, root);
+    parents_.assign(1, -1);
+    depths_.assign(1, 0);
+    index();
+  }
+
+  /// Room for `nodes` nodes: assign() and reset() up to that size allocate nothing.
+  void reserve(std::size_t nodes) {
+    tokens_.reserve(nodes);
+    parents_.reserve(nodes);
+    depths_.reserve(nodes);
+    child_begin_.reserve(nodes + 1);
+    level_begin_.reserve(nodes + 1);
   }
 
   /**
@@ -279,6 +319,72 @@ class token_tree {
                                     std::span<const std::vector<token_id>> candidates,
                                     std::span<const std::size_t> branching) {
     return trie_of(root, candidates, &branching);
+  }
+
+  /**
+   * Makes this the trie from_candidates(root, candidates, branching) builds, reusing this tree's
+   * storage and `ws`: no allocation once both have held a trie of that size. A child is found
+   * among its parent's by a linear scan (at most branching[d] of them). Throws like
+   * from_candidates. O(total tokens * max branching).
+   */
+  template <class Candidates>
+  void assign_candidates(token_id root, const Candidates& candidates,
+                         std::span<const std::size_t> branching, trie_workspace& ws) {
+    using tnode = trie_workspace::node;
+    auto& nodes = ws.nodes;
+    nodes.clear();
+    nodes.push_back(tnode{root, -1, -1, -1, -1, 0});
+    std::size_t c = 0;
+    for (const auto& candidate : candidates) {
+      std::size_t at = 0;
+      for (std::size_t j = 0; j < candidate.size(); ++j) {
+        const token_id t = candidate[j];
+        if (t < 0)
+          throw std::invalid_argument("token_tree::from_candidates: candidates[" +
+                                      std::to_string(c) + "][" + std::to_string(j) +
+                                      "] = " + std::to_string(t) + " is negative");
+        std::int32_t child = nodes[at].first_child;
+        while (child >= 0 && nodes[static_cast<std::size_t>(child)].token != t)
+          child = nodes[static_cast<std::size_t>(child)].next_sibling;
+        if (child >= 0) {
+          at = static_cast<std::size_t>(child);
+          continue;
+        }
+        // `at` sits at depth j: a new child must fit the shape there.
+        if (j >= branching.size() || nodes[at].children >= branching[j]) break;
+        if (nodes.size() >= max_tree_nodes)
+          throw std::invalid_argument("token_tree::from_candidates: more than max_tree_nodes = " +
+                                      std::to_string(max_tree_nodes) + " nodes");
+        const auto id = static_cast<std::int32_t>(nodes.size());
+        nodes.push_back(tnode{t, static_cast<std::int32_t>(at), -1, -1, -1, 0});
+        tnode& parent = nodes[at];
+        if (parent.last_child >= 0)
+          nodes[static_cast<std::size_t>(parent.last_child)].next_sibling = id;
+        else
+          parent.first_child = id;
+        parent.last_child = id;
+        parent.children += 1;
+        at = static_cast<std::size_t>(id);
+      }
+      ++c;
+    }
+    // Breadth-first flattening: `order` lists the nodes level by level, children in the order
+    // the candidates introduced them; a node's new index is its place in `order`.
+    auto& order = ws.order;
+    order.assign(1, 0);
+    for (std::size_t i = 0; i < order.size(); ++i)
+      for (std::int32_t k = nodes[static_cast<std::size_t>(order[i])].first_child; k >= 0;
+           k = nodes[static_cast<std::size_t>(k)].next_sibling)
+        order.push_back(k);
+    ws.tokens.clear();
+    ws.parents.clear();
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      tnode& n = nodes[static_cast<std::size_t>(order[i])];
+      ws.tokens.push_back(n.token);
+      ws.parents.push_back(n.parent < 0 ? -1 : nodes[static_cast<std::size_t>(n.parent)].next_sibling);
+      n.next_sibling = static_cast<std::int32_t>(i);  // from here on: the node's new index
+    }
+    assign(ws.tokens, ws.parents);
   }
 
   /// Number of nodes, root included. O(1).

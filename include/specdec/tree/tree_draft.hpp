@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "specdec/math/prob_rows.hpp"
 #include "specdec/math/rng.hpp"
 #include "specdec/math/sample.hpp"
 #include "specdec/tree/token_tree.hpp"
@@ -59,10 +60,13 @@ inline void draw_candidates(std::span<const float> q, std::size_t count, candida
  * What a tree drafter proposes: a token tree whose root (node 0) is the last token of the
  * history, the q rows its candidates were drawn from (row i: the distribution of node i's
  * children; leaves' rows unused; no rows when deterministic) and how they were drawn.
+ * The decoder keeps one per sequence: a drafter that rebuilds `tree` in place (token_tree::assign,
+ * reset) and resizes `q` (a prob_rows, whose storage only grows) allocates nothing once a tree of
+ * that size was seen; assigning a new token_tree allocates every step.
  */
 struct tree_draft {
   token_tree tree;
-  row_matrix q;
+  prob_rows q;
   candidate_draw draw = candidate_draw::deterministic;
 
   /// Nodes besides the root.

@@ -80,7 +80,9 @@ inline verify_result verify_block(logits_view target, std::span<const token_id> 
                                   "] = " + std::to_string(drafts[i]) +
                                   " is outside the vocabulary [0, " + std::to_string(v) + ")");
   if (sp.greedy()) return verify_greedy(target, drafts);
+  ws.rejection.reserve(v);  // sized on the first call, though used for one-hot drafts only
   if (one_hot) return verify_rejection(target, drafts, q, sp, gen, ws.rejection);
+  ws.warp.reserve(v);
   for (std::size_t i = 0; i < n; ++i)
     if (!(q(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(drafts[i])) > 0.0f))
       throw std::invalid_argument("verify_block: q(" + std::to_string(i) + ", " +

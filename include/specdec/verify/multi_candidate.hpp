@@ -181,6 +181,7 @@ inline void verify_tree(const token_tree& tree, logits_view target, logits_view 
                                   std::to_string(tree.token(i)) +
                                   " outside the vocabulary [0, " + std::to_string(v) + ")");
   out.accepted.clear();
+  out.accepted.reserve(tree.max_depth());  // no allocation once a tree this deep was verified
   std::size_t node = 0;
   if (sp.greedy()) {
     for (;;) {
@@ -201,6 +202,8 @@ inline void verify_tree(const token_tree& tree, logits_view target, logits_view 
   }
   ws.p.resize(v);
   ws.scratch.resize(v);
+  ws.q.reserve(v);
+  ws.warp.reserve(v);
   for (;;) {
     warp(detail::row_of(target, node), sp, ws.p, ws.warp);
     const std::int32_t next = detail::choose_child(tree, node, q, draw, gen, ws);

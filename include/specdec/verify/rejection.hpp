@@ -25,6 +25,13 @@ struct rejection_workspace {
   std::vector<float> residual;
   std::vector<double> blocks;
   warp_workspace warp;
+  /// Room for rows of v logits, on every path: verify_rejection then allocates nothing.
+  void reserve(std::size_t v) {
+    p.reserve(v);
+    residual.reserve(v);
+    blocks.reserve(detail::block_count(v));
+    warp.reserve(v);
+  }
 };
 
 /**
@@ -72,6 +79,7 @@ inline verify_result verify_rejection(logits_view target, std::span<const token_
                                   " is outside the vocabulary [0, " + std::to_string(v) + ")");
   if (sp.greedy()) return verify_greedy(target, drafts);
 
+  ws.reserve(v);  // every path's buffers at once: a rarer path later allocates nothing
   ws.p.resize(v);
   ws.residual.resize(v);
   auto row = [&](const logits_view& m, std::size_t i) {
