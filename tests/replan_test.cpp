@@ -150,7 +150,7 @@ TEST_CASE("replan: where every K loses the policy decodes plainly, probes bounde
     INFO("steps " << log.drafted.size() << ", drafting "
                   << log.steps_drafting(0, log.drafted.size()));
     CHECK(log.steps_drafting(0, log.drafted.size()) * 50 <= log.drafted.size());  // <= 2%
-    CHECK(log.speed_over_plain(cost) >= 0.99);
+    CHECK(log.speed_over_plain(cost) >= 0.985);  // 0.993: docs/trees.md
   }
 }
 

@@ -160,14 +160,16 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
 
 /**
  * The speed policy for a target whose step costs `cost` (calibrate() measures it): re-plan
- * every 4 target calls with explore on (generate_options::replan), chains or trees as the
- * drafter allows, plain decoding whenever no shape is predicted to be faster. Use as
+ * before every step with explore on (generate_options::replan), chains or trees as the
+ * drafter allows, plain decoding whenever no shape is predicted to be faster. A plan costs
+ * microseconds (O(max_depth) for a chain; plan_tree's search is bounded by the curve's length)
+ * and allocates a little. Use as
  * `options.replan = speed_policy(calibrate(target, drafter));`. The curve must reach nodes + 1
  * for the shapes to be considered (calibrate's default max_n = 9: chains up to K = 8).
  */
 inline generate_options::replan_options speed_policy(step_cost_model cost) {
   generate_options::replan_options r;
-  r.every = 4;
+  r.every = 1;
   r.cost = std::move(cost);
   r.explore = true;
   return r;
