@@ -133,6 +133,10 @@ class cli_parser {
                       "do not verify drafts shorter than N tokens: decode one token plainly "
                       "instead (chains only; default 0 = verify any draft)",
                       d, "N");
+    draft_p_min_ = text("--draft-p-min", draft_p_min_text_,
+                        "a model draft stops at the first position whose top draft probability "
+                        "is below P (chains only; default 0 = never)",
+                        d, "P");
     ngram_min_ = text("--ngram-min,--prompt-lookup-min", ngram_min_text_,
                       "shortest n-gram prompt lookup matches (default 2)", d, "N");
     ngram_max_ = text("--ngram-max,--prompt-lookup-max", ngram_max_text_,
@@ -435,6 +439,13 @@ class cli_parser {
         bad(draft_min_, draft_min_text_,
             "exceeds the largest draft (" + typed(k_) + " " + std::to_string(c.k) + ")");
     }
+    only_with({draft_p_min_}, c.draft == draft_kind::layers || c.draft == draft_kind::model,
+              "layers:L or model:PATH (a draft model)");
+    if (given(draft_p_min_)) {
+      c.draft_p_min = real(draft_p_min_, draft_p_min_text_);
+      if (!(c.draft_p_min >= 0.0f && c.draft_p_min <= 1.0f))
+        bad(draft_p_min_, draft_p_min_text_, "must be in [0, 1]");
+    }
 
     only_with({ngram_min_, ngram_max_, candidates_},
               c.draft == draft_kind::ngram || c.ngram_first, "ngram (prompt lookup)");
@@ -502,18 +513,20 @@ class cli_parser {
     if (c.draft_min > 0 && !c.tree.empty())
       throw usage_error(typed(draft_min_) +
                         ": applies to chains of drafts, not to --tree or --ngram-candidates");
+    if (given(draft_p_min_) && !c.tree.empty())
+      throw usage_error(typed(draft_p_min_) + ": applies to chains of drafts, not to --tree");
   }
 
   CLI::App app_{"specdec-generate", "specdec-generate"};
   std::vector<CLI::Option*> all_;
   std::vector<std::string> args_;
   CLI::Option *model_, *tokenizer_, *ctx_, *threads_, *prompt_, *file_, *n_, *temp_, *top_k_,
-      *top_p_, *min_p_, *seed_, *draft_, *model_draft_, *k_, *draft_min_, *ngram_min_, *ngram_max_,
+      *top_p_, *min_p_, *seed_, *draft_, *model_draft_, *k_, *draft_min_, *draft_p_min_, *ngram_min_, *ngram_max_,
       *candidates_, *tree_, *replacement_, *verification_, *heads_nodes_, *heads_expand_,
       *heads_candidates_;
   std::string model_text_, tokenizer_text_, ctx_text_, threads_text_, prompt_text_, file_text_,
       n_text_, temp_text_, top_k_text_, top_p_text_, min_p_text_, seed_text_, draft_text_,
-      model_draft_text_, k_text_, draft_min_text_, ngram_min_text_, ngram_max_text_,
+      model_draft_text_, k_text_, draft_min_text_, draft_p_min_text_, ngram_min_text_, ngram_max_text_,
       candidates_text_, tree_text_, replacement_text_, verification_text_, heads_nodes_text_,
       heads_expand_text_, heads_candidates_text_;
   bool quiet_ = false, json_ = false, compare_plain_ = false;

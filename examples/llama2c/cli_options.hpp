@@ -60,6 +60,7 @@ struct cli_options {
   bool heads_sampled = true;            ///< heads under sampling: drawn candidates (else top)
   std::size_t k = 4;                    ///< draft tokens per target call (--draft-max)
   std::size_t draft_min = 0;            ///< chains shorter than this are not verified (0 = off)
+  float draft_p_min = 0.0f;  ///< model drafts stop below this top probability (model_drafter_options::p_min)
   specdec::ngram_options ngram{.min_ngram = 2, .max_ngram = 4, .max_draft = 4};
   std::size_t ngram_candidates = 1;
   std::vector<std::size_t> tree;  ///< empty: a chain of k drafts

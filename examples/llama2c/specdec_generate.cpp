@@ -20,6 +20,7 @@
 #include <memory>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <specdec/draft/min_length_drafter.hpp>
 #include <specdec/specdec.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -29,7 +30,6 @@
 
 #include "llama2c/cli.hpp"
 #include "llama2c/heads_file.hpp"
-#include "llama2c/min_draft.hpp"
 #include "llama2c/model.hpp"
 #include "llama2c/report.hpp"
 #include "llama2c/tokenizer.hpp"
@@ -216,16 +216,16 @@ int run_wrapped(const l2::cli_options& c, const loaded& info, const l2::model& e
     if (c.ngram_first) {  // --draft ngram+...: prompt lookup first, `inner` when it has nothing
       specdec::ngram_drafter lookup(c.ngram);
       specdec::composed_drafter composed(lookup, inner);
-      l2::min_length_drafter<decltype(composed)> drafter(composed, c.draft_min);
+      specdec::min_length_drafter<decltype(composed)> drafter(composed, c.draft_min);
       return run(
           c, info, engine, target, drafter, tok,
-          +[](const l2::min_length_drafter<decltype(composed)>& d) { return d.dropped(); });
+          +[](const specdec::min_length_drafter<decltype(composed)>& d) { return d.dropped(); });
     }
   }
-  l2::min_length_drafter<Inner> drafter(inner, c.draft_min);
+  specdec::min_length_drafter<Inner> drafter(inner, c.draft_min);
   return run(
       c, info, engine, target, drafter, tok,
-      +[](const l2::min_length_drafter<Inner>& d) { return d.dropped(); });
+      +[](const specdec::min_length_drafter<Inner>& d) { return d.dropped(); });
 }
 
 int generate(const l2::cli_options& c) {
@@ -261,14 +261,14 @@ int generate(const l2::cli_options& c) {
     }
     case l2::draft_kind::layers: {
       l2::layer_skip_draft draft_model(target, c.draft_layers);
-      specdec::model_drafter drafter(draft_model);
+      specdec::model_drafter drafter(draft_model, {.p_min = c.draft_p_min});
       return run_wrapped(c, info, target, target, drafter, tok);
     }
     case l2::draft_kind::model: {
       // The draft's context is the target's: the decoder keeps both at the same length.
       l2::model draft_model(l2::load_checkpoint(c.draft_model),
                             {.max_context = target.max_size(), .pool = pool});
-      specdec::model_drafter drafter(draft_model);
+      specdec::model_drafter drafter(draft_model, {.p_min = c.draft_p_min});
       return run_wrapped(c, info, target, target, drafter, tok);
     }
     case l2::draft_kind::heads: {

@@ -26,6 +26,7 @@
 #include "specdec/draft/hidden_capture.hpp"
 #include "specdec/draft/medusa_drafter.hpp"
 #include "specdec/draft/medusa_heads.hpp"
+#include "specdec/draft/min_length_drafter.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/draft/ngram_cache.hpp"
 #include "specdec/draft/ngram_drafter.hpp"

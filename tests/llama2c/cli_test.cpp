@@ -1,11 +1,11 @@
 // specdec-generate's command line (llama2c/cli.hpp), its --json pieces (llama2c/report.hpp) and
-// the --draft-min wrapper (llama2c/min_draft.hpp): every flag, every spelling, every bad value.
+// the --draft-min wrapper (specdec::min_length_drafter): every flag, every spelling, every bad value.
 // No checkpoint needed.
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <limits>
 #include <llama2c/cli.hpp>
-#include <llama2c/min_draft.hpp>
+#include <specdec/draft/min_length_drafter.hpp>
 #include <llama2c/report.hpp>
 #include <specdec/specdec.hpp>
 #include <string>
@@ -109,6 +109,8 @@ TEST_CASE("cli: every flag in every spelling") {
     CHECK(parse({"-k", "0"}).k == 0);
     CHECK(parse({"-k", "1024"}).k == 1024);
     CHECK(parse({"--draft-min", "2"}).draft_min == 2);
+    CHECK(parse({"--draft-p-min", "0.75"}).draft_p_min == 0.75f);
+    CHECK(parse({}).draft_p_min == 0.0f);
     CHECK(parse({"--draft-max", "8", "--draft-min", "8"}).draft_min == 8);
     const auto ng = parse({"--draft", "ngram", "--ngram-min", "1", "--ngram-max", "3", "-k", "8"});
     CHECK(ng.ngram.min_ngram == 1);
@@ -186,6 +188,7 @@ TEST_CASE("cli: --help is generated and lists every spelling") {
                            "--draft-max",
                            "--num-speculative-tokens",
                            "--draft-min",
+                           "--draft-p-min",
                            "--ngram-min",
                            "--prompt-lookup-min",
                            "--ngram-max",
@@ -260,6 +263,11 @@ TEST_CASE("cli: bad values name the flag and the value") {
     bad({"--draft-min", "5"}, "--draft-min '5': exceeds the largest draft (--draft-max 4)");
     bad({"-k", "3", "--draft-min", "4"}, "--draft-min '4': exceeds the largest draft (-k 3)");
     bad({"--draft-min", "x"}, "--draft-min 'x': is not a whole number");
+    bad({"--draft-p-min", "1.5"}, "--draft-p-min '1.5': must be in [0, 1]");
+    bad({"--draft-p-min", "-0.1"}, "--draft-p-min '-0.1': must be in [0, 1]");
+    bad({"--draft", "ngram", "--draft-p-min", "0.5"},
+        "--draft-p-min: needs --draft layers:L or model:PATH (a draft model)");
+    bad({"--tree", "2x2", "--draft-p-min", "0.5"}, "--draft-p-min: applies to chains of drafts, not to --tree");
     bad({"--draft", "ngram", "--ngram-candidates", "1025", "-k", "1024"},
         "--ngram-candidates '1025': times the draft length 1024 exceeds the tree bound "
         "max_tree_nodes = 1048576");
@@ -381,12 +389,12 @@ TEST_CASE("cli: --draft-min drops short drafts and forwards the rest") {
   specdec::draft out;
   lookup.propose(history, 8, {}, g, out);
   REQUIRE(out.size() == 4);
-  l2::min_length_drafter<specdec::ngram_drafter> keep(lookup, 4), drop(lookup, 5);
+  specdec::min_length_drafter<specdec::ngram_drafter> keep(lookup, 4), drop(lookup, 5);
   keep.propose(history, 8, {}, g, out);
   CHECK(out.size() == 4);
   CHECK(keep.dropped() == 0);
   drop.propose(history, 8, {}, g, out);
   CHECK(out.size() == 0);
   CHECK(drop.dropped() == 1);
-  static_assert(specdec::TreeDrafter<l2::min_length_drafter<specdec::ngram_drafter>>);
+  static_assert(specdec::TreeDrafter<specdec::min_length_drafter<specdec::ngram_drafter>>);
 }

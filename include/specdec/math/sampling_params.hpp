@@ -21,7 +21,15 @@ struct sampling_params {
   std::size_t top_k = 0;   ///< keep the k most probable tokens; 0 = off.
   float top_p = 1.0f;      ///< (0, 1]; keep the smallest most-probable set with mass >= top_p.
   float min_p = 0.0f;      ///< [0, 1); drop tokens with p < min_p * max p.
-  std::uint64_t seed = 0;  ///< seeds the decoder's rng.
+  /// Seeds the generation's rng. The default policy is a fixed seed, reseeded at every start:
+  /// the same prompt and options give the same tokens on every run, whatever ran before on that
+  /// decoder, and a sequence of the batch decoder draws from its own generator, so its tokens do
+  /// not depend on the other sequences or on when it joined. A library never draws entropy
+  /// behind the caller's back (a run that cannot be repeated cannot be debugged or tested); a
+  /// caller wanting different samples per request passes a different seed (e.g. from
+  /// std::random_device). Draft models draw from the same generator, so the seed fixes the
+  /// whole speculative run, not only the target's draws.
+  std::uint64_t seed = 0;
 
   /// The smallest temperature other than 0: the least float whose reciprocal is finite
   /// (about 2.94e-39; warping multiplies logits by 1 / temperature). Any temperature this
