@@ -6,13 +6,17 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstddef>
+#include <deque>
 #include <numeric>
 #include <span>
+#include <specdec/batch/sequence_view.hpp>
+#include <specdec/batch_decoder.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/draft/model_drafter.hpp>
 #include <specdec/tree/tree_plan.hpp>
 #include <vector>
 
+#include "support/batch_table_model.hpp"
 #include "support/chi_square.hpp"
 #include "support/exact_joint.hpp"
 #include "support/table_model.hpp"
@@ -285,6 +289,50 @@ TEST_CASE("replan: the policy keeps greedy output and the sampled joint law") {
     INFO("trees " << trees << ": " << chi.describe());
     CHECK(chi.pass());
     CHECK(got.accepted > 1000);  // it did speculate
+  }
+}
+
+TEST_CASE("replan: in batch_decoder each sequence plans as it would alone") {
+  // Each sequence_state plans from its own counts, so a sequence under the policy emits in a
+  // batch exactly what the single-sequence decoder emits for it (greedy, sampled, trees).
+  using specdec::test::batch_table_model;
+  using view_t = specdec::sequence_view<batch_table_model>;
+  const specdec::test::table_model_options target_table{.vocab_size = 16, .order = 3, .seed = 7};
+  const specdec::test::table_model_options draft_table{
+      .vocab_size = 16, .order = 3, .seed = 7, .mix = 0.35f, .mix_seed = 9};
+  std::vector<std::pair<std::vector<token_id>, specdec::generate_options>> requests(3);
+  for (auto& [prompt, o] : requests) {
+    o = policy_options(curve(40, 1.0, 0.03));
+    o.max_new_tokens = 80;
+  }
+  requests[0].first = {3, 1, 4, 1, 5};
+  requests[0].second.sampling.temperature = 0.0f;
+  requests[1].first = {2, 7};
+  requests[1].second.sampling = {.temperature = 0.9f, .seed = 11};
+  requests[2].first = {9, 9, 2};
+  requests[2].second.sampling = {.temperature = 0.7f, .seed = 13};
+  requests[2].second.tree = {2, 2};
+
+  batch_table_model model({.model = target_table});
+  std::deque<table_model> draft_models;
+  std::deque<drafter_t> drafters;
+  specdec::batch_decoder<batch_table_model, drafter_t> batch(model);
+  std::vector<specdec::sequence_id> ids;
+  for (const auto& [prompt, o] : requests) {
+    draft_models.emplace_back(draft_table);
+    ids.push_back(batch.add(prompt, o, drafters.emplace_back(draft_models.back())));
+  }
+  while (batch.running_count() > 0) batch.step();
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    batch_table_model alone_model({.model = target_table});
+    view_t view(alone_model, alone_model.create_sequence());
+    table_model draft_model(draft_table);
+    drafter_t drafter(draft_model);
+    specdec::speculative_decoder decoder(view, drafter);
+    const auto alone = decoder.generate(requests[i].first, requests[i].second);
+    INFO("sequence " << i);
+    CHECK(batch.result(ids[i]).tokens == alone.tokens);
+    CHECK(alone.stats.drafted_tokens > 0);
   }
 }
 
