@@ -80,6 +80,19 @@ TEST_CASE("prefill: a model without prefill() is appended in chunks of bounded s
   }
 }
 
+TEST_CASE("prefill: the decoder's start feeds a model without prefill() in bounded appends") {
+  wide_model m;  // V = 65536
+  specdec::no_drafter nd;
+  specdec::speculative_decoder dec(m, nd);
+  const auto p = prompt_of(1000, m.v);
+  specdec::generate_options o;
+  o.max_new_tokens = 4;
+  dec.start(p, o);
+  CHECK(m.size() == 999);
+  CHECK(m.largest_rows == specdec::prefill_chunk_tokens(m.v));  // 16 rows, not 999
+  CHECK(m.appends == (999 + 15) / 16);
+}
+
 TEST_CASE("prefill: the decoder feeds the prompt through prefill and decodes as before") {
   const table_model_options target_o{.vocab_size = 9, .seed = 3};
   const table_model_options draft_o{.vocab_size = 9, .seed = 3, .mix = 0.3f, .mix_seed = 8};
