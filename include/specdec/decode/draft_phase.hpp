@@ -147,17 +147,19 @@ void reserve_generation(sequence_state& s, Draft& drafter) {
 }
 
 /// Sizes what the verify and commit phases fill for the step s just drafted (the accepted
-/// tokens, the tree path, the verdict's nodes, the statistics' counts by depth and rank), so that
-/// they allocate nothing, whatever is accepted, once a step of this shape was seen. The counts
-/// by depth and rank then hold zeros for candidates drafted but not yet judged. O(nodes).
-inline void reserve_verdict(sequence_state& s) {
-  const std::size_t depth = s.positions;
+/// tokens, the tree path, the verdict's nodes, the statistics' counts by depth and rank) for the
+/// most this step's bounds allow (`bound` positions; a tree within `shape`), so that they
+/// allocate nothing, whatever is drafted and accepted, once a step of these bounds was seen. The
+/// counts by depth and rank then hold zeros for candidates not yet judged. O(nodes).
+inline void reserve_verdict(sequence_state& s, std::size_t bound,
+                            std::span<const std::size_t> shape) {
+  const std::size_t depth = std::max(s.positions, bound);
   s.accepted.reserve(depth);
   s.path.reserve(depth + 1);
   s.tree_verdict.accepted.reserve(depth);
   const auto width = [&](std::size_t d) -> std::size_t {  // the most children at depth d
     if (!s.tree_step) return 1;
-    std::size_t w = 0;
+    std::size_t w = d < shape.size() ? shape[d] : 0;  // no node has more children (checked)
     for (const std::int32_t node : s.tree.tree.level(d))
       w = std::max(w, s.tree.tree.num_children(static_cast<std::size_t>(node)));
     return w;
@@ -202,6 +204,8 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
   detail::reserve_generation(s, drafter);
   if (detail::replan_due(s)) detail::replan(s, TreeDrafter<Draft>);
   const std::size_t v = s.vocab;
+  std::size_t bound = 0;                  // the most positions this step may draft
+  std::span<const std::size_t> shape_in;  // and, for a tree, its shape
   s.history_before = s.history.size();
   s.tree_step = false;
   if constexpr (TreeDrafter<Draft>) s.tree_step = !s.options.tree.empty();
@@ -213,6 +217,8 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
           detail::depth_within(s.options.tree, std::min({s.options.tree.size(), s.draft_budget(), max_k}),
                        std::min({max_rows, room, max_tree_nodes}));
       const auto shape = std::span<const std::size_t>(s.options.tree).first(depth);
+      bound = depth;
+      shape_in = shape;
       tree_draft& td = s.tree;
       // Room for the full shape's nodes: a drafter building the tree in place
       // (token_tree::assign) allocates nothing once a step of this shape was seen.
@@ -231,6 +237,7 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
   } else {
     const std::size_t k = std::min(
         {s.options.draft_length, s.draft_budget(), max_k, max_rows > 0 ? max_rows - 1 : 0});
+    bound = k;
     s.chain.clear();
     s.chain.tokens.reserve(k);  // a drafter that pushes its tokens allocates nothing
     if (k > 0) drafter.propose(s.history, k, s.options.sampling, s.gen, s.chain);
@@ -251,8 +258,9 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
     s.positions = n;
     s.nodes = n;
   }
+  if (!s.tree_step) s.logits.resize((bound + 1) * v);  // room for a full chain: grows once
   s.logits.resize(s.score_tokens().size() * v);
-  detail::reserve_verdict(s);
+  detail::reserve_verdict(s, bound, shape_in);
   s.draft_seconds = detail::seconds_between(t0, detail::decode_clock::now());
 }
 

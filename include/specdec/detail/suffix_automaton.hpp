@@ -65,14 +65,17 @@ class suffix_automaton {
   }
 
   /// Pre-sizes storage for n tokens (worst case: 2n states, 3n transitions, at most 2n of them
-  /// outside the states) so that growing to n tokens never reallocates or rehashes, except the
-  /// root's table, which grows with the number of distinct tokens (O(vocabulary) in all).
+  /// outside the states, at most n distinct tokens leaving the root) so that growing to n tokens
+  /// never reallocates or rehashes.
   void reserve(std::size_t n) {
     tokens_.reserve(n);
     forest_.reserve(2 * n + 1);
     std::size_t capacity = slots_.size();
     while (capacity < 4 * n) capacity *= 2;
     if (capacity > slots_.size()) rehash(capacity);
+    std::size_t roots = root_slots_.size();  // at most n distinct tokens leave the root
+    while (roots < 2 * (n + 1)) roots *= 2;
+    if (roots > root_slots_.size()) grow_roots(roots);
   }
 
   std::size_t size() const noexcept { return tokens_.size(); }
@@ -215,13 +218,14 @@ class suffix_automaton {
     ++edges_;
   }
 
+  void grow_roots(std::size_t size) {
+    ngram_vector<root_slot> fresh(size, root_slot{0, none});
+    fresh.swap(root_slots_);
+    for (const root_slot& s : fresh)
+      if (s.target != none) place_root(s);
+  }
   void add_root_edge(std::uint32_t token, std::uint32_t target) {
-    if (2 * (root_edges_ + 1) > root_slots_.size()) {
-      ngram_vector<root_slot> fresh(root_slots_.size() * 2, root_slot{0, none});
-      fresh.swap(root_slots_);
-      for (const root_slot& s : fresh)
-        if (s.target != none) place_root(s);
-    }
+    if (2 * (root_edges_ + 1) > root_slots_.size()) grow_roots(root_slots_.size() * 2);
     ++root_edges_;
     place_root(root_slot{token, target});
   }

@@ -50,6 +50,11 @@ class candidate_list {
     move(i, size_ - 1);
     --size_;
   }
+  /// Room for `count` candidates of `length` tokens: filling that much allocates nothing.
+  void reserve(std::size_t count, std::size_t length) {
+    if (items_.size() < count) items_.resize(count);
+    for (auto& c : items_) c.reserve(length);
+  }
   /// Keeps the first n candidates.
   void truncate(std::size_t n) noexcept { size_ = std::min(size_, n); }
 
@@ -205,6 +210,11 @@ class suffix_lookup {
   /// lookup's scratch have held as many drafts.
   void candidates(const lookup_rule& rule, std::size_t k, std::size_t n,
                   candidate_list& result) {
+    // Sized for the most a call can use: n drafts of k tokens, each position's predictions.
+    predicted_.reserve(max_blended * max_context_count);  // predict() swaps the two
+    merged_.reserve(max_blended * max_context_count);
+    kids_.reserve(max_context_count + 1);
+    branches_.reserve(n * k * max_blended * max_context_count);
     propose(rule, k, result.push());
     if (result[0].empty()) {
       result.pop();

@@ -139,7 +139,9 @@ class eagle_drafter {
     const std::size_t budget = checked_budget(branching, top);
     if (branching.empty() || !start(history)) return finish(out, top);
     // features_: row i = the predictor's input feature for node i (its parent's prediction).
-    features_ = f_;
+    fit(features_, 1, f_.cols());
+    features_.row(0) = f_.row(0);
+    features_used_ = 1;
     feature_rows_.assign(1, 0);
     std::size_t level_begin = 0, level_end = 1, drafted = 0;
     for (std::size_t j = 0; j < branching.size() && level_begin < level_end; ++j) {
@@ -147,8 +149,9 @@ class eagle_drafter {
       expanded_.resize(level_end - level_begin);
       std::iota(expanded_.begin(), expanded_.end(), level_begin);
       const std::size_t keep = o_.expand == 0 ? expanded_.size() : std::min(o_.expand, expanded_.size());
-      std::stable_sort(expanded_.begin(), expanded_.end(), [&](std::size_t a, std::size_t b) {
-        return nodes_[a].score > nodes_[b].score;
+      std::sort(expanded_.begin(), expanded_.end(), [&](std::size_t a, std::size_t b) {
+        // stable: ties keep index order (std::stable_sort would allocate its buffer)
+        return nodes_[a].score != nodes_[b].score ? nodes_[a].score > nodes_[b].score : a < b;
       });
       expanded_.resize(keep);
       std::sort(expanded_.begin(), expanded_.end());
@@ -160,18 +163,20 @@ class eagle_drafter {
       if (expanded_.empty()) break;
       // One batched step for the expanded nodes.
       const auto b = static_cast<Eigen::Index>(expanded_.size());
-      batch_f_.resize(b, f_.cols());
+      fit(f_, b, f_.cols());
       batch_tokens_.resize(expanded_.size());
       for (Eigen::Index r = 0; r < b; ++r) {
         const std::size_t node = expanded_[static_cast<std::size_t>(r)];
-        batch_f_.row(r) = features_.row(static_cast<Eigen::Index>(feature_rows_[node]));
+        f_.row(r) = features_.row(static_cast<Eigen::Index>(feature_rows_[node]));
         batch_tokens_[static_cast<std::size_t>(r)] = nodes_[node].token;
       }
-      f_ = batch_f_;
       step_rows(batch_tokens_, expanded_);
-      const Eigen::Index first_feature = features_.rows();
-      features_.conservativeResize(first_feature + b, Eigen::NoChange);
-      features_.bottomRows(b) = next_;
+      const Eigen::Index first_feature = features_used_;
+      features_used_ += b;
+      if (features_.rows() < features_used_)  // grows to the largest tree, then stays
+        features_.conservativeResize(std::max(features_used_, 2 * features_.rows()),
+                                     Eigen::NoChange);
+      features_.middleRows(first_feature, b) = next_.topRows(b);
       // Row first_q + r of q_rows_: the distribution of expanded node r's children. The rows
       // are kept between calls: only a larger tree than any before allocates.
       const Eigen::Index first_q = q_used_;
@@ -238,6 +243,12 @@ class eagle_drafter {
     return budget;
   }
 
+  // m gets at least `rows` rows of `cols` columns, keeping its storage when it has them already
+  // (contents unspecified when it grows): the buffers of a step allocate once, for the largest.
+  static void fit(row_matrix& m, Eigen::Index rows, Eigen::Index cols) {
+    if (m.cols() != cols || m.rows() < rows) m.resize(std::max(rows, m.rows()), cols);
+  }
+
   struct node {
     token_id token;
     std::int32_t parent;
@@ -254,8 +265,9 @@ class eagle_drafter {
     if (w_.attention.enabled())
       context_.sync(source_, history.size() - 2, w_.attention, w_.input_scale, embedding_,
                     "eagle_drafter");
-    f_ = Eigen::Map<const prob_row>(row.data(), static_cast<Eigen::Index>(row.size())) *
-         w_.input_scale;
+    fit(f_, 1, static_cast<Eigen::Index>(row.size()));
+    f_.row(0) = Eigen::Map<const prob_row>(row.data(), static_cast<Eigen::Index>(row.size())) *
+                w_.input_scale;
     root_position_ = history.size() - 2;
     q_used_ = 0;
     steps_used_ = 0;
@@ -266,13 +278,19 @@ class eagle_drafter {
   // next_ <- one predictor step on f_ (one row per token, row r expanding node nodes[r]) and
   // the tokens' embeddings; logits_ <- the target's classifier on next_ / input_scale.
   void step_rows(std::span<const token_id> tokens, std::span<const std::size_t> nodes) {
-    e_.resize(static_cast<Eigen::Index>(tokens.size()), f_.cols());
+    // Every buffer keeps its largest row count; a step uses its top n rows.
+    const auto n = static_cast<Eigen::Index>(tokens.size()), d = f_.cols();
+    fit(e_, n, d);
     for (std::size_t i = 0; i < tokens.size(); ++i)
       e_.row(static_cast<Eigen::Index>(i)) = embedding_.row(tokens[i]);
-    eagle_step(w_, f_, e_, z_, next_);
+    fit(z_, n, w_.w1.rows());
+    fit(next_, n, d);
+    eagle_step(w_, f_.topRows(n), e_.topRows(n), z_.topRows(n), next_.topRows(n));
     if (w_.attention.enabled()) add_attention(nodes);
-    scaled_ = next_ / w_.input_scale;  // a member: no temporary per step
-    logits_.noalias() = scaled_ * classifier_.transpose();
+    fit(scaled_, n, d);
+    scaled_.topRows(n) = next_.topRows(n) / w_.input_scale;
+    fit(logits_, n, classifier_.rows());
+    logits_.topRows(n).noalias() = scaled_.topRows(n) * classifier_.transpose();
   }
 
   // next_ += Wo a for the rows of step_rows: each row's query attends to the context and to the
@@ -280,20 +298,22 @@ class eagle_drafter {
   void add_attention(std::span<const std::size_t> nodes) {
     const eagle_attention& a = w_.attention;
     const auto b = static_cast<Eigen::Index>(nodes.size()), A = a.wq.rows(), d = f_.cols();
-    u_.resize(b, 2 * d);
-    u_.leftCols(d) = f_;
-    u_.rightCols(d) = e_;
-    query_.noalias() = u_ * a.wq.transpose();
+    fit(u_, b, 2 * d);
+    const auto u = u_.topRows(b);
+    u_.topRows(b).leftCols(d) = f_.topRows(b);
+    u_.topRows(b).rightCols(d) = e_.topRows(b);
+    fit(query_, b, A);
+    query_.topRows(b).noalias() = u * a.wq.transpose();
     const Eigen::Index first = steps_used_;
     steps_used_ += b;
     if (step_keys_.rows() < steps_used_) {
       step_keys_.conservativeResize(steps_used_, A);
       step_values_.conservativeResize(steps_used_, A);
     }
-    step_keys_.middleRows(first, b).noalias() = u_ * a.wk.transpose();
-    step_values_.middleRows(first, b).noalias() = u_ * a.wv.transpose();
+    step_keys_.middleRows(first, b).noalias() = u * a.wk.transpose();
+    step_values_.middleRows(first, b).noalias() = u * a.wv.transpose();
     node_step_.resize(nodes_.size(), -1);
-    attended_.resize(b, A);
+    fit(attended_, b, A);
     for (Eigen::Index r = 0; r < b; ++r) {
       const std::size_t id = nodes[static_cast<std::size_t>(r)];
       node_step_[id] = first + r;
@@ -308,7 +328,7 @@ class eagle_drafter {
       detail::attend(a, query_.row(r).data(), context_.keys(), context_.values(), step_keys_,
                      step_values_, path_, scores_, attended_.row(r).data());
     }
-    next_.noalias() += attended_ * a.wo.transpose();
+    next_.topRows(b).noalias() += attended_.topRows(b) * a.wo.transpose();
   }
 
   // Keeps the root and the `budget` most confident nodes (ties: shallower, then earlier); a
@@ -316,9 +336,10 @@ class eagle_drafter {
   void prune(std::size_t budget) {
     order_.resize(nodes_.size() - 1);
     std::iota(order_.begin(), order_.end(), std::size_t{1});
-    std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
+    std::sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
       if (nodes_[a].score != nodes_[b].score) return nodes_[a].score > nodes_[b].score;
-      return nodes_[a].depth < nodes_[b].depth;
+      if (nodes_[a].depth != nodes_[b].depth) return nodes_[a].depth < nodes_[b].depth;
+      return a < b;  // stable without std::stable_sort's buffer
     });
     keep_.assign(nodes_.size(), false);
     keep_[0] = true;
@@ -357,7 +378,9 @@ class eagle_drafter {
   eagle_weights w_;
   weight_view classifier_, embedding_;
   eagle_drafter_options o_;
-  row_matrix f_, next_, e_, z_, scaled_, logits_, features_, batch_f_, q_rows_;
+  // Buffers kept at their largest row count (fit); a step uses their top rows.
+  row_matrix f_, next_, e_, z_, scaled_, logits_, features_, q_rows_;
+  Eigen::Index features_used_ = 0;  // rows of features_ filled by this propose_tree
   Eigen::Index q_used_ = 0;  // rows of q_rows_ filled by this propose_tree
   // The attention layer's state: the committed context, and the steps drafted by this call.
   eagle_context context_;

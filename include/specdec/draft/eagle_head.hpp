@@ -66,9 +66,12 @@ inline void check_eagle_weights(const eagle_weights& e, std::size_t d) {
  * The MLP part of one step for n rows at once (the attention layer, when there is one, needs the
  * sequence and is added by eagle_drafter): `next` (n x d) from features `f` (n x d, already
  * multiplied by input_scale) and embeddings `e` (n x d). O(n (2d m + d m)); `z` is scratch.
+ * This form writes rows the caller sized (z: n x m, next: n x d), for instance the top rows of
+ * buffers kept at their largest, and allocates nothing.
  */
 inline void eagle_step(const eagle_weights& w, const Eigen::Ref<const row_matrix>& f,
-                       const Eigen::Ref<const row_matrix>& e, row_matrix& z, row_matrix& next) {
+                       const Eigen::Ref<const row_matrix>& e, Eigen::Ref<row_matrix> z,
+                       Eigen::Ref<row_matrix> next) {
   const Eigen::Index d = f.cols();
   z.noalias() = f * w.w1.leftCols(d).transpose();
   z.noalias() += e * w.w1.rightCols(d).transpose();
@@ -77,6 +80,14 @@ inline void eagle_step(const eagle_weights& w, const Eigen::Ref<const row_matrix
   next = f;
   next.noalias() += z * w.w2.transpose();
   next.rowwise() += w.b2;
+}
+
+/// eagle_step into z and next resized to n rows (allocates when their sizes change).
+inline void eagle_step(const eagle_weights& w, const Eigen::Ref<const row_matrix>& f,
+                       const Eigen::Ref<const row_matrix>& e, row_matrix& z, row_matrix& next) {
+  z.resize(f.rows(), w.w1.rows());
+  next.resize(f.rows(), f.cols());
+  eagle_step(w, f, e, Eigen::Ref<row_matrix>(z), Eigen::Ref<row_matrix>(next));
 }
 
 }  // namespace specdec

@@ -323,6 +323,8 @@ class ngram_drafter {
     sync(history);
     candidates_.clear();
     k = std::min(k, options_.max_draft);
+    candidates_.reserve(n + 1, k);  // the cache's draft may join before the list is cut to n
+    scratch_.reserve(k);
     const std::size_t limit = search_limit();
     if (k == 0 || n == 0) return;
     if (unbounded()) {

@@ -332,6 +332,12 @@ class token_tree {
                          std::span<const std::size_t> branching, trie_workspace& ws) {
     using tnode = trie_workspace::node;
     auto& nodes = ws.nodes;
+    const std::size_t most = shape_nodes(branching, max_tree_nodes) + 1;  // the full shape
+    nodes.reserve(most);
+    ws.order.reserve(most);
+    ws.tokens.reserve(most);
+    ws.parents.reserve(most);
+    reserve(most);
     nodes.clear();
     nodes.push_back(tnode{root, -1, -1, -1, -1, 0});
     std::size_t c = 0;
