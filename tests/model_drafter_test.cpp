@@ -219,12 +219,15 @@ TEST_CASE("model_drafter: with p_min the decoder stays lossless") {
     CHECK(r.tokens == plain.tokens);
     CHECK(r.stats.drafted_tokens < 4 * r.stats.target_calls);  // some chains stopped early
   }
-  SECTION("sampled: the target's joint distribution of three tokens") {
+  for (const auto verification : {specdec::chain_verification::token, specdec::chain_verification::block})
+  DYNAMIC_SECTION("sampled, " << (verification == specdec::chain_verification::block ? "block" : "token")
+                  << " verification: the target's joint distribution of three tokens") {
     specdec::sampling_params sp;
     sp.temperature = 0.9f;
     const auto expected = specdec::test::exact_joint(target, prompt, 3, sp);
     specdec::generate_options o;
     o.draft_length = 4;
+    o.verification = verification;
     o.sampling = sp;
     const auto got = specdec::test::sample_first_three(decoder, prompt, o, 5, 40000, 77);
     const auto chi = specdec::test::chi_square(got.counts, expected);
