@@ -13,7 +13,9 @@
 // What is counted is the library's: the test models (table models, the batch model) allocate
 // in their own calls, so each is wrapped in a forwarding model that pauses the counters while
 // the call runs (quiet_model, quiet_batch). The library's adapters around them (hidden_capture,
-// sequence_view) are counted.
+// sequence_view) are counted. Stores that grow with the context (model_drafter's copy of the
+// draft model's tokens, hidden_capture's rows) grow geometrically and have no reserve yet: the
+// 80-token prompts leave them room for the 60 tokens generated here.
 #define EIGEN_RUNTIME_NO_MALLOC
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"  // the replacements pair malloc with free

@@ -150,7 +150,8 @@ void reserve_generation(sequence_state& s, Draft& drafter) {
 /// tokens, the tree path, the verdict's nodes, the statistics' counts by depth and rank) for the
 /// most this step's bounds allow (`bound` positions; a tree within `shape`), so that they
 /// allocate nothing, whatever is drafted and accepted, once a step of these bounds was seen. The
-/// counts by depth and rank then hold zeros for candidates not yet judged. O(nodes).
+/// counts by depth and rank (offered_at_rank, accepted_at_rank) then hold zeros for candidates
+/// within the bounds not yet judged. O(nodes).
 inline void reserve_verdict(sequence_state& s, std::size_t bound,
                             std::span<const std::size_t> shape) {
   const std::size_t depth = std::max(s.positions, bound);
@@ -165,10 +166,8 @@ inline void reserve_verdict(sequence_state& s, std::size_t bound,
     return w;
   };
   const auto size_counts = [&](decode_stats& st) {
-    if (st.drafted_at.size() < depth) {
-      st.drafted_at.resize(depth);
-      st.accepted_at.resize(depth);
-    }
+    st.drafted_at.reserve(depth);  // their size stays the deepest position drafted
+    st.accepted_at.reserve(depth);
     if (st.offered_at_rank.size() < depth) {
       st.offered_at_rank.resize(depth);
       st.accepted_at_rank.resize(depth);
@@ -240,6 +239,7 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
     bound = k;
     s.chain.clear();
     s.chain.tokens.reserve(k);  // a drafter that pushes its tokens allocates nothing
+    s.feed.reserve(k + 1);
     if (k > 0) drafter.propose(s.history, k, s.options.sampling, s.gen, s.chain);
     if (s.chain.size() > k)
       throw std::invalid_argument("drafter: proposed " + std::to_string(s.chain.size()) +
