@@ -94,6 +94,11 @@ class eagle_drafter {
   std::size_t vocab_size() const { return static_cast<std::size_t>(source_.vocab_size()); }
 
   void reset() noexcept { context_.clear(); }
+  /// Drafter's optional reserve: passed on to the source when it has reserve(n) (room for the
+  /// hidden rows of a history of n tokens), so that a warm step does not grow it.
+  void reserve(std::size_t n) {
+    if constexpr (requires { source_.reserve(n); }) source_.reserve(n);
+  }
   void accept(std::span<const token_id> /*committed*/) noexcept {}
 
   /// A chain of k drafts (see the class comment).

@@ -167,6 +167,11 @@ class medusa_drafter {
   std::size_t vocab_size() const { return static_cast<std::size_t>(source_.vocab_size()); }
 
   void reset() noexcept {}
+  /// Drafter's optional reserve: passed on to the source when it has reserve(n) (room for the
+  /// hidden rows of a history of n tokens), so that a warm step does not grow it.
+  void reserve(std::size_t n) {
+    if constexpr (requires { source_.reserve(n); }) source_.reserve(n);
+  }
   void accept(std::span<const token_id> /*committed*/) noexcept {}
 
   /// Up to min(k, H) drafts from heads 0..: see the class comment.
