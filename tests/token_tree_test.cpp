@@ -2,6 +2,7 @@
 #include <specdec/tree/token_tree.hpp>
 
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 using specdec::token_id;
@@ -188,6 +189,35 @@ TEST_CASE("token_tree: trie of candidates within a shape") {
   }
   SECTION("an empty shape: the root alone") {
     CHECK(token_tree::from_candidates(3, cands, std::span<const std::size_t>()).size() == 1);
+  }
+}
+
+TEST_CASE("token_tree: rebuilt in place, the same trees as the constructors") {
+  const std::vector<std::vector<token_id>> cands{{5, 6, 7}, {5, 6, 8}, {9, 1}, {5, 2}, {4}};
+  specdec::trie_workspace ws;
+  token_tree t(1);
+  SECTION("assign_candidates equals from_candidates within every shape, reused") {
+    for (const auto& shape : std::vector<std::vector<std::size_t>>{
+             {2, 1}, {3, 2, 2}, {1}, {3, 1, 1}, {2, 2}, {}}) {
+      t.assign_candidates(3, cands, shape, ws);
+      CHECK(t == token_tree::from_candidates(3, cands, shape));
+      CHECK(to_vector(t.depths()) == to_vector(token_tree::from_candidates(3, cands, shape).depths()));
+    }
+  }
+  SECTION("assign and reset equal the constructors, and an invalid tree leaves it as it was") {
+    const std::vector<token_id> tokens{4, 7, 8, 9};
+    const ids parents{-1, 0, 0, 1};
+    t.assign(tokens, parents);
+    CHECK(t == token_tree(tokens, parents));
+    CHECK(t.num_children(0) == 2);
+    CHECK(t.level(2).size() == 1);
+    const ids bad{-1, 0, 2, 1};
+    CHECK_THROWS_AS(t.assign(tokens, bad), std::invalid_argument);
+    CHECK(t == token_tree(tokens, parents));
+    t.reset(6);
+    CHECK(t == token_tree(6));
+    CHECK(t.max_depth() == 0);
+    CHECK(t.is_leaf(0));
   }
 }
 

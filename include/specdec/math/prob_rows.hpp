@@ -97,6 +97,7 @@ class prob_rows {
   }
   /// The rows in use as an Eigen matrix (for any other Eigen operation).
   Eigen::Map<row_matrix> matrix() noexcept { return Eigen::Map<row_matrix>(data(), rows_, cols_); }
+  Eigen::Map<const row_matrix> matrix() const noexcept { return view(); }
   /// The rows in use as a read-only view, the form verifiers take.
   logits_view view() const noexcept { return logits_view(data(), rows_, cols_); }
 
