@@ -140,3 +140,25 @@ TEST_CASE("sample: a token at a block's end is drawn with its own probability") 
     }
   }
 }
+
+TEST_CASE("sample: past 256 Ki tokens, block sums formed again draw what kept ones draw") {
+  // More blocks of 1024 than sample() keeps on its stack: it forms each block's sum again while
+  // walking to the draw. The token must be the one the kept sums give, at every point u.
+  const std::size_t v = 300'000;
+  std::vector<float> probs(v, 0.0f);
+  std::uint64_t x = 12345;
+  for (std::size_t i = 0; i < v; i += 7) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    probs[i] = static_cast<float>((x >> 40) % 1000) * 1e-3f;  // zeros and ties included
+  }
+  probs[v - 1] = 0.25f;  // mass at the very end
+  std::vector<double> blocks(specdec::detail::block_count(v));
+  const double total = specdec::detail::block_sums(probs, blocks.data());
+  for (const double u : {1e-9, 0.001, 0.25, 0.5, 0.7071, 0.999, 1.0 - 1e-12}) {
+    const auto kept = specdec::detail::draw_in_blocks(blocks, total, u,
+                                                      specdec::detail::blocks_of(probs));
+    const auto formed = specdec::detail::sample_with(probs, [u] { return u; });
+    CHECK(formed == kept);
+    CHECK(probs[static_cast<std::size_t>(formed)] > 0.0f);
+  }
+}
