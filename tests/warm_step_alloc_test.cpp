@@ -434,14 +434,22 @@ TEST_CASE("warm_step_alloc: speculative_decoder with Medusa and EAGLE heads") {
         CHECK(c.steps > 5);
         CHECK(c.none());
       }
-      {
+      for (const bool attention : {false, true}) {
         specdec::eagle_weights w{random(16, 2 * V, 0.8f, 41), random(1, 16, 0.3f, 42),
                                  random(V, 16, 0.8f, 43), random(1, V, 0.3f, 44), 1.0f, {}, {}};
+        if (attention) {  // two heads of width 4
+          w.attention.wq = random(8, 2 * V, 1.5f, 45);
+          w.attention.wk = random(8, 2 * V, 1.5f, 46);
+          w.attention.wv = random(8, 2 * V, 1.0f, 47);
+          w.attention.wo = random(V, 8, 1.0f, 48);
+          w.attention.heads = 2;
+        }
         specdec::eagle_drafter drafter(capture, w, classifier,
                                        specdec::weight_view{embedding.data(), V, V});
         specdec::speculative_decoder decoder(capture, drafter);
         const counts c = warm_run(decoder, prompt(false, v), o);
-        INFO("EAGLE, " << name << (trees ? ", tree: " : ", chain: ") << c.describe());
+        INFO("EAGLE" << (attention ? " with attention, " : ", ") << name
+                     << (trees ? ", tree: " : ", chain: ") << c.describe());
         CHECK(c.steps > 5);
         CHECK(c.none());
       }

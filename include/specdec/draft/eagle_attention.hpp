@@ -150,6 +150,16 @@ class eagle_context {
     origin_ = end_ = 0;
   }
 
+  /// Room for n positions (keys, values, tokens): a context growing to n allocates nothing.
+  void reserve(std::size_t n, const eagle_attention& a) {
+    tokens_.reserve(n + 1);
+    const auto rows = static_cast<Eigen::Index>(n);
+    if (keys_.rows() < rows) {
+      keys_.conservativeResize(rows, a.wq.rows());
+      values_.conservativeResize(rows, a.wq.rows());
+    }
+  }
+
   /// First and one-past-last position held.
   std::size_t origin() const noexcept { return origin_; }
   std::size_t end() const noexcept { return end_; }

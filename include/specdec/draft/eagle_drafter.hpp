@@ -96,8 +96,13 @@ class eagle_drafter {
   void reset() noexcept { context_.clear(); }
   /// Drafter's optional reserve: passed on to the source when it has reserve(n) (room for the
   /// hidden rows of a history of n tokens), so that a warm step does not grow it.
+  /// The attention layer's context and scores are sized for n positions too.
   void reserve(std::size_t n) {
     if constexpr (requires { source_.reserve(n); }) source_.reserve(n);
+    if (w_.attention.enabled()) {
+      context_.reserve(n, w_.attention);
+      scores_.reserve(2 * n);  // the context and a path of drafts, each at most n
+    }
   }
   void accept(std::span<const token_id> /*committed*/) noexcept {}
 
