@@ -76,6 +76,12 @@ class composed_drafter {
     fallback_.reset();
   }
 
+  /// Drafter's optional reserve, passed on to each part that has one.
+  void reserve(std::size_t n) {
+    if constexpr (requires { lookup_.reserve(n); }) lookup_.reserve(n);
+    if constexpr (requires { fallback_.reserve(n); }) fallback_.reserve(n);
+  }
+
   /// The optional Drafter member by which the decoders' checks reach the parts: calls
   /// f(lookup) then f(fallback).
   template <class F>

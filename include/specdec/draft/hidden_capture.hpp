@@ -57,6 +57,14 @@ class hidden_capture {
     return std::span<const float>(rows_.data() + position * d, d);
   }
 
+  /// Room for the tokens and hidden rows of a context of n positions, so that appends and
+  /// commits up to n allocate nothing (the heads drafters pass on the decoder's reserve: n is the
+  /// prompt plus max_new_tokens within max_size()). n x hidden_size() floats; O(n d) once.
+  void reserve(std::size_t n) {
+    tokens_.reserve(n);
+    if (rows_.size() < n * hidden_size()) rows_.resize(n * hidden_size());
+  }
+
   /// LanguageModel::append; the model's hidden rows go straight into the store.
   void append(std::span<const token_id> tokens, std::span<float> logits) {
     const std::size_t d = hidden_size(), at = size();

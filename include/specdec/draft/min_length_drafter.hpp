@@ -60,6 +60,12 @@ class min_length_drafter {
   {
     return inner_.model();
   }
+  /// Drafter's optional reserve, forwarded when Inner has it.
+  void reserve(std::size_t n)
+    requires requires(Inner& i) { i.reserve(n); }
+  {
+    inner_.reserve(n);
+  }
   std::size_t model_calls() const
     requires requires(const Inner& i) { i.model_calls(); }
   {

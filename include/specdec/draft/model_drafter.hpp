@@ -106,6 +106,10 @@ class model_drafter {
   /// Number of calls that fed the draft model since construction: each append (one per leaf when
   /// a tree level is evaluated path by path) and each append_tree.
   std::size_t model_calls() const noexcept { return calls_; }
+  /// Drafter's optional reserve (called by the decoder once per generation): room for a draft
+  /// context of n tokens in the drafter's own bookkeeping, so that its steps allocate nothing.
+  /// The draft model's cache is the model's own business.
+  void reserve(std::size_t n) { cached_.reserve(n); }
 
   /// Starts a new sequence: nothing about the next history is assumed.
   /// The cached context is kept: the next propose compares it with the new history once (O(its
