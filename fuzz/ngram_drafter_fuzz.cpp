@@ -191,7 +191,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             branching.empty()
                 ? specdec::token_tree(history.back())
                 : specdec::token_tree::from_candidates(
-                      history.back(), ref.candidates(history, branching.size(), branching[0]));
+                      history.back(), ref.candidates(history, branching.size(), branching[0]),
+                      branching);  // the trie within the shape, node by node
         SPECDEC_FUZZ_CHECK(tree_out.tree == expected, "propose_tree differs from the rescan");
         break;
       }
