@@ -269,7 +269,20 @@ std::vector<sampling_case> samplings() {
   warped.temperature = 0.8f;
   warped.top_k = 20;
   warped.top_p = 0.9f;
-  return {{"greedy", greedy}, {"T = 1", t1}, {"top-k + top-p", warped}};
+  // A row processor (a penalty on the last three tokens) on greedy and warped rows: its
+  // prefixes and processed rows come from buffers that stay.
+  sampling_params greedy_processed = greedy, warped_processed = warped;
+  greedy_processed.processor = warped_processed.processor = [](std::span<const token_id> prefix,
+                                                               std::span<float> logits) {
+    for (std::size_t i = prefix.size() - std::min<std::size_t>(3, prefix.size()); i < prefix.size();
+         ++i)
+      logits[static_cast<std::size_t>(prefix[i])] -= 1.0f;
+  };
+  return {{"greedy", greedy},
+          {"T = 1", t1},
+          {"top-k + top-p", warped},
+          {"greedy + row processor", greedy_processed},
+          {"top-k + top-p + row processor", warped_processed}};
 }
 
 // Starts `o` on `decoder`, runs warm_steps steps, then counts every step until it is done.

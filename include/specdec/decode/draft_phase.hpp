@@ -138,6 +138,7 @@ void reserve_generation(sequence_state& s, Draft& drafter) {
   const std::size_t n = longest_history(s);
   if (n <= s.history.size() || n - s.history.size() > (std::size_t{1} << 24)) return;
   s.history.reserve(n);
+  if (s.options.sampling.processor) s.prefixes.reserve(n);  // a prefix is never longer
   if constexpr (requires { drafter.reserve(n); }) {
     try {
       drafter.reserve(n);

@@ -16,6 +16,7 @@
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/decode/options.hpp"
 #include "specdec/math/rng.hpp"
+#include "specdec/math/row_processor.hpp"
 #include "specdec/stats.hpp"
 #include "specdec/tree/tree_draft.hpp"
 #include "specdec/tree/tree_fallback.hpp"
@@ -124,6 +125,7 @@ struct sequence_state {
   block_workspace block_ws;
   tree_eval_workspace tree_eval_ws;
   tree_verify_workspace tree_verify_ws;
+  detail::prefix_buffer prefixes;  ///< the row processor's prefixes (verify phase)
 
   std::size_t generated() const noexcept { return history.size() - prompt_size; }
 

@@ -1,6 +1,7 @@
 // specdec/decode/verify_phase.hpp - phase 3 of a step: judge the drafts against the target's rows
 // with the existing verifiers (verify_rejection, which is exact match when greedy; verify_block;
 // verify_tree for trees) and keep the verdict: the accepted drafts and the target's own token.
+// A row processor (sampling_params::processor) rewrites each row first, given its prefix.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +9,7 @@
 
 #include "specdec/decode/options.hpp"
 #include "specdec/decode/sequence_state.hpp"
+#include "specdec/math/row_processor.hpp"
 #include "specdec/types.hpp"
 #include "specdec/verify/block.hpp"
 #include "specdec/verify/multi_candidate.hpp"
@@ -15,11 +17,38 @@
 
 namespace specdec {
 
-/// Fills s.accepted and s.next (and s.path for a tree) from s.logits. Throws what the verifier
+namespace detail {
+
+/// Rewrites every row the target scored this step with s.options.sampling.processor, each given
+/// the tokens it follows: the history, then (chain) the drafts before it or (tree) the path to
+/// its node. Nothing when there is no processor. O(rows x (V + depth)) plus the processor's cost.
+inline void process_target_rows(sequence_state& s) {
+  const row_processor& processor = s.options.sampling.processor;
+  if (!processor) return;
+  const std::size_t v = s.vocab;
+  s.prefixes.begin(s.history);
+  if (s.tree_step) {
+    const token_tree& tree = s.tree.tree;
+    for (std::size_t node = 0; node < tree.size(); ++node)
+      processor(s.prefixes.then_path(tree.tokens(), tree.parents(), node),
+                std::span<float>(s.logits.data() + node * v, v));
+  } else {
+    const std::span<const token_id> drafts(s.chain.tokens.data(), s.positions);
+    const std::span<const token_id> all = s.prefixes.then(drafts);
+    for (std::size_t i = 0; i <= s.positions; ++i)
+      processor(all.first(s.history.size() + i), std::span<float>(s.logits.data() + i * v, v));
+  }
+}
+
+}  // namespace detail
+
+/// Fills s.accepted and s.next (and s.path for a tree) from s.logits, after the row processor
+/// (if any) has rewritten them in place. Throws what the processor throws, or what the verifier
 /// throws (std::domain_error for NaN or +inf logits); the caller then abandons the step
 /// (commit_phase.hpp's abandon_step).
 inline void verify_phase(sequence_state& s) {
   const auto t0 = detail::decode_clock::now();
+  detail::process_target_rows(s);
   const auto v = static_cast<Eigen::Index>(s.vocab);
   if (s.tree_step) {
     const token_tree& tree = s.tree.tree;

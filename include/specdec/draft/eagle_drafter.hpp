@@ -22,6 +22,7 @@
 #include "specdec/math/sample.hpp"
 #include "specdec/math/sampling_params.hpp"
 #include "specdec/math/softmax.hpp"
+#include "specdec/math/row_processor.hpp"
 #include "specdec/math/warp.hpp"
 #include "specdec/tree/token_tree.hpp"
 #include "specdec/tree/tree_draft.hpp"
@@ -99,6 +100,7 @@ class eagle_drafter {
   /// The attention layer's context and scores are sized for n positions too.
   void reserve(std::size_t n) {
     if constexpr (requires { source_.reserve(n); }) source_.reserve(n);
+    prefixes_.reserve(n);
     if (w_.attention.enabled()) {
       context_.reserve(n, w_.attention);
       scores_.reserve(2 * n);  // the context and a path of drafts, each at most n
@@ -116,10 +118,13 @@ class eagle_drafter {
     if (!top) out.q.resize(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(v));
     token_id t = history.back();
     nodes_.assign(1, {t, -1, 0, 1.0, 0});
+    if (sp.processor) prefixes_.begin(history);  // + the drafts, one by one
     for (std::size_t j = 0; j < k; ++j) {
       step_rows(std::span<const token_id>(&t, 1), std::span<const std::size_t>(&j, 1));
       f_.swap(next_);
-      const std::span<const float> row(logits_.data(), v);
+      if (j > 0 && sp.processor) prefixes_.push(t);
+      const std::span<const float> row = detail::processed_row(
+          sp.processor, prefixes_.view(), std::span<const float>(logits_.data(), v), processed_);
       if (top) {
         t = argmax(row);
       } else {
@@ -148,6 +153,7 @@ class eagle_drafter {
     nodes_.assign(1, {history.empty() ? 0 : history.back(), -1, 0, 1.0, 0});
     const std::size_t budget = checked_budget(branching, top);
     if (branching.empty() || !start(history)) return finish(out, top);
+    if (sp.processor) prefixes_.begin(history);
     // features_: row i = the predictor's input feature for node i (its parent's prediction).
     fit(features_, 1, f_.cols());
     features_.row(0) = f_.row(0);
@@ -195,7 +201,10 @@ class eagle_drafter {
         q_rows_.conservativeResize(q_used_, static_cast<Eigen::Index>(v));
       for (Eigen::Index r = 0; r < b && (top || drafted < budget); ++r) {
         const std::size_t node = expanded_[static_cast<std::size_t>(r)];
-        const std::span<const float> row(logits_.row(r).data(), v);
+        const std::span<const float> row = detail::processed_row(
+            sp.processor,
+            sp.processor ? node_prefix(node) : std::span<const token_id>(),
+            std::span<const float>(logits_.row(r).data(), v), processed_);
         nodes_[node].q_row = first_q + r;
         std::span<float> p(q_rows_.row(first_q + r).data(), v);
         std::size_t count = branching[j];
@@ -222,6 +231,15 @@ class eagle_drafter {
   }
 
  private:
+  // History + the tokens from the root's child down to `node` (the row processor's prefix).
+  std::span<const token_id> node_prefix(std::size_t node) {
+    path_tokens_.clear();
+    for (std::size_t at = node; at != 0; at = static_cast<std::size_t>(nodes_[at].parent))
+      path_tokens_.push_back(nodes_[at].token);
+    std::reverse(path_tokens_.begin(), path_tokens_.end());
+    return prefixes_.then(path_tokens_);
+  }
+
   // The nodes (root excluded) this call may keep: max_nodes, or the full shape's (saturated).
   // Throws std::invalid_argument when the tree it keeps, or grows before pruning, would pass
   // max_tree_nodes: the full shape with top candidates (at most V per node) under the nodes
@@ -400,6 +418,9 @@ class eagle_drafter {
   std::vector<Eigen::Index> node_step_, path_;  // a node's step row; one path's
   std::vector<float> scores_;
   warp_workspace ws_;
+  detail::prefix_buffer prefixes_;  // what the row processor is given
+  std::vector<float> processed_;    // a row rewritten by the row processor
+  std::vector<token_id> path_tokens_;  // a node's path, for node_prefix
   std::vector<node> nodes_, kept_;
   std::vector<std::size_t> feature_rows_, expanded_, order_;
   std::vector<token_id> batch_tokens_, drawn_, tokens_;

@@ -18,6 +18,7 @@
 #include "specdec/math/rng.hpp"
 #include "specdec/math/sample.hpp"
 #include "specdec/math/sampling_params.hpp"
+#include "specdec/math/row_processor.hpp"
 #include "specdec/math/warp.hpp"
 #include "specdec/tree/token_tree.hpp"
 #include "specdec/tree/tree_draft.hpp"
@@ -132,7 +133,9 @@ std::vector<rank_node> best_rank_tree(std::span<const std::size_t> branching,
  * Drafts with Medusa heads (medusa_heads.hpp) on the hidden row of the last committed position,
  * read from `source` (a hidden_capture around the target): head k proposes the token k + 1
  * places after the pending last history token, so a chain of K drafts uses heads 0..K-1 (at
- * most H drafts). Costs H small products per step and no model call.
+ * most H drafts). Costs H small products per step and no model call. A row processor
+ * (sampling_params::processor) rewrites a copy of each head row for the prefix it is used at
+ * (in a tree, each parent's own copy: candidates are then per parent, not per depth).
  *
  * Trees (TreeDrafter): every node at depth j gets the candidates of head j - 1 (Medusa's
  * cartesian trees): its top k_j tokens when greedy or with head_candidates::top
@@ -171,6 +174,7 @@ class medusa_drafter {
   /// hidden rows of a history of n tokens), so that a warm step does not grow it.
   void reserve(std::size_t n) {
     if constexpr (requires { source_.reserve(n); }) source_.reserve(n);
+    prefixes_.reserve(n);
   }
   void accept(std::span<const token_id> /*committed*/) noexcept {}
 
@@ -183,8 +187,12 @@ class medusa_drafter {
     const std::size_t v = vocab_size();
     const bool top = sp.greedy() || o_.candidates == head_candidates::top;
     if (!top) out.q.resize(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(v));
+    if (sp.processor) prefixes_.begin(history);  // + the drafts, one by one
     for (std::size_t j = 0; j < n; ++j) {
-      const std::span<const float> row(logits_.row(static_cast<Eigen::Index>(j)).data(), v);
+      if (j > 0 && sp.processor) prefixes_.push(out.tokens.back());
+      const std::span<const float> row = detail::processed_row(
+          sp.processor, prefixes_.view(),
+          std::span<const float>(logits_.row(static_cast<Eigen::Index>(j)).data(), v), processed_);
       if (top) {
         out.tokens.push_back(argmax(row));
       } else {
@@ -239,8 +247,13 @@ class medusa_drafter {
           },
           rank_ws_, shape_);
     }
-    // Candidates per depth: the top ones, or draws per parent.
-    if (top) {
+    // Candidates per depth: the top ones, or draws per parent. With a row processor the rows
+    // depend on the prefix, so each parent gets its own processed row (below) instead.
+    const bool per_parent = static_cast<bool>(sp.processor);
+    if (per_parent) {
+      prefixes_.begin(history);
+      q_.resize(static_cast<Eigen::Index>(shape_.size() + 1), static_cast<Eigen::Index>(v));
+    } else if (top) {
       for (std::size_t j = 0; j < depth; ++j) {
         const std::span<const float> row(logits_.row(static_cast<Eigen::Index>(j)).data(), v);
         detail::top_tokens(row, branching[j], top_[j]);
@@ -260,25 +273,41 @@ class medusa_drafter {
           s.parent < 0 ? 0 : node_of_[static_cast<std::size_t>(s.parent)];
       if (parent < 0) continue;
       const std::size_t j = s.depth - 1;
-      if (!top && drawn_for != parent) {  // draw all of this parent's children at once
+      if ((per_parent || !top) && drawn_for != parent) {  // all of this parent's children
         drawn_for = parent;
         std::size_t count = 0;
         for (std::size_t t = i; t < shape_.size() && shape_[t].parent == s.parent; ++t) ++count;
-        draw_candidates(std::span<const float>(q_.row(static_cast<Eigen::Index>(j)).data(), v),
-                        count, draw, gen, drawn_, remaining_);
+        // Row of q_ the children are drawn from: the depth's, or (processed) the parent's own.
+        const auto q_row = static_cast<Eigen::Index>(per_parent ? parent : j);
+        if (per_parent) {
+          const std::span<const float> row = detail::processed_row(
+              sp.processor, prefixes_.then_path(tokens_, parents_, static_cast<std::size_t>(parent)),
+              std::span<const float>(logits_.row(static_cast<Eigen::Index>(j)).data(), v),
+              processed_);
+          if (top) detail::top_tokens(row, branching[j], drawn_);
+          else warp(row, sp, std::span<float>(q_.row(q_row).data(), v), ws_);
+        }
+        if (!top)
+          draw_candidates(std::span<const float>(q_.row(q_row).data(), v), count, draw, gen,
+                          drawn_, remaining_);
       }
-      const std::vector<token_id>& cands = top ? top_[j] : drawn_;
+      const std::vector<token_id>& cands = top && !per_parent ? top_[j] : drawn_;
       if (s.rank >= cands.size()) continue;
       node_of_[i] = static_cast<std::int32_t>(tokens_.size());
       tokens_.push_back(cands[s.rank]);
       parents_.push_back(parent);
     }
     out.tree.assign(tokens_, parents_);
-    if (!top) {  // row of node i: the distribution of its children, head depth(i)'s
+    if (!top) {  // row of node i: the distribution of its children (head depth(i)'s, processed
+                 // for node i when per_parent; rows of nodes without children are unused)
       out.q.resize(static_cast<Eigen::Index>(out.tree.size()), static_cast<Eigen::Index>(v));
       for (std::size_t i = 0; i < out.tree.size(); ++i) {
         const auto j = static_cast<std::size_t>(out.tree.depth(i));
-        if (j < depth) out.q.row(static_cast<Eigen::Index>(i)) = q_.row(static_cast<Eigen::Index>(j));
+        const bool parent = !out.tree.children(i).empty();
+        if (per_parent && parent)
+          out.q.row(static_cast<Eigen::Index>(i)) = q_.row(static_cast<Eigen::Index>(i));
+        else if (!per_parent && j < depth)
+          out.q.row(static_cast<Eigen::Index>(i)) = q_.row(static_cast<Eigen::Index>(j));
         else out.q.row(static_cast<Eigen::Index>(i)).setZero();
       }
     }
@@ -306,6 +335,8 @@ class medusa_drafter {
   prob_rows logits_, q_;  // storage that only grows: a shorter step allocates nothing
   prob_row r_, out_row_;
   warp_workspace ws_;
+  detail::prefix_buffer prefixes_;  // what the row processor is given
+  std::vector<float> processed_;    // a head row rewritten by the row processor
   std::vector<std::vector<token_id>> top_;
   std::vector<token_id> tokens_, drawn_;
   std::vector<std::int32_t> parents_, node_of_;

@@ -16,6 +16,7 @@
 #include "specdec/math/sample.hpp"
 #include "specdec/math/softmax.hpp"
 #include "specdec/math/sampling_params.hpp"
+#include "specdec/math/row_processor.hpp"
 #include "specdec/math/warp.hpp"
 #include "specdec/tree/token_tree.hpp"
 #include "specdec/tree/tree_draft.hpp"
@@ -69,6 +70,8 @@ struct model_drafter_options {
  * first propose after construction or reset() takes the model over as it finds it; after that,
  * a model whose size is no longer what the drafter left in it was used by someone else (it is
  * the target, or another drafter's), and propose throws std::logic_error without touching it.
+ * A row processor (sampling_params::processor) rewrites each draft row before it is warped or
+ * its argmax taken, given the history and the drafts before it (a copy: the cache's rows stay).
  * Cost per propose: one append of the tokens the history gained, then k - 1 single-token appends.
  * When the history gained more than refeed_rows tokens (a new prompt), all but the last go
  * through specdec::prefill (no logits; the model's prefill() when it has one) and the last
@@ -109,7 +112,10 @@ class model_drafter {
   /// Drafter's optional reserve (called by the decoder once per generation): room for a draft
   /// context of n tokens in the drafter's own bookkeeping, so that its steps allocate nothing.
   /// The draft model's cache is the model's own business.
-  void reserve(std::size_t n) { cached_.reserve(n); }
+  void reserve(std::size_t n) {
+    cached_.reserve(n);
+    prefixes_.reserve(n);
+  }
 
   /// Starts a new sequence: nothing about the next history is assumed.
   /// The cached context is kept: the next propose compares it with the new history once (O(its
@@ -147,8 +153,11 @@ class model_drafter {
 
     out.tokens.reserve(k);
     if (!sp.greedy()) out.q.resize(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(v));
+    if (sp.processor) prefixes_.begin(history);  // + the drafts, one by one
     for (std::size_t j = 0; j < k; ++j) {
-      const std::span<const float> last(logits_.data() + logits_.size() - v, v);
+      const std::span<const float> last = detail::processed_row(
+          sp.processor, prefixes_.view(),
+          std::span<const float>(logits_.data() + logits_.size() - v, v), processed_);
       token_id t;
       if (sp.greedy()) {
         if (options_.p_min > 0.0f && top_probability(last) < options_.p_min) break;
@@ -161,6 +170,7 @@ class model_drafter {
         t = sample(q, gen);
       }
       out.tokens.push_back(t);
+      if (sp.processor) prefixes_.push(t);
       if (j + 1 < k) feed(std::span<const token_id>(&out.tokens.back(), 1));
     }
     if (!sp.greedy() && out.tokens.size() < k)  // stopped by p_min: q keeps the drafted rows
@@ -193,6 +203,7 @@ class model_drafter {
       feed_without_rows(history.subspan(common, history.size() - 1 - common));
     }
     std::size_t level_begin = 0, level_end = 1;
+    if (sp.processor) prefixes_.begin(history);
     for (std::size_t d = 0; d < depth; ++d) {
       // Evaluate the tree grown so far, read the rows of its deepest level, drop the tree.
       tree_.assign(tokens_, parents_);  // in place: no allocation once grown
@@ -202,7 +213,11 @@ class model_drafter {
       if (!sp.greedy()) out.q.conservativeResize(static_cast<Eigen::Index>(tree_.size()),
                                                   static_cast<Eigen::Index>(v));
       for (std::size_t node = level_begin; node < level_end; ++node) {
-        const std::span<const float> row(logits_.data() + node * v, v);
+        const std::span<const float> row = detail::processed_row(
+            sp.processor,
+            sp.processor ? prefixes_.then_path(tokens_, parents_, node)
+                         : std::span<const token_id>(),
+            std::span<const float>(logits_.data() + node * v, v), processed_);
         if (sp.greedy()) {
           detail::top_tokens(row, branching[d], children_);
         } else {
@@ -289,6 +304,8 @@ class model_drafter {
   bool owned_ = false;            // proposed since construction or reset(): the size is ours
   std::vector<float> logits_;
   warp_workspace ws_;
+  detail::prefix_buffer prefixes_;  // what the row processor is given
+  std::vector<float> processed_;    // a row rewritten by the row processor
   std::size_t calls_ = 0;
   // tree drafting scratch
   token_tree tree_;

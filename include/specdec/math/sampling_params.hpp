@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "specdec/math/row_processor.hpp"
+
 namespace specdec {
 
 /**
@@ -30,6 +32,11 @@ struct sampling_params {
   /// std::random_device). Draft models draw from the same generator, so the seed fixes the
   /// whole speculative run, not only the target's draws.
   std::uint64_t seed = 0;
+  /// Applied to each row before the pipeline above, given the tokens the row follows (see
+  /// row_processor.hpp: logit biases, penalties, grammar masks); empty = none. The decoders
+  /// apply it to the target's rows and the model and head drafters to theirs; speculative
+  /// output is then distributed exactly as plain decoding with the same processor.
+  row_processor processor = nullptr;
 
   /// The smallest temperature other than 0: the least float whose reciprocal is finite
   /// (about 2.94e-39; warping multiplies logits by 1 / temperature). Any temperature this

@@ -1,0 +1,114 @@
+// specdec/math/row_processor.hpp - what an engine does to a row of logits before sampling
+// (logit biases, repetition penalties, grammar masks), and the one piece that applies it to a
+// row given the tokens that row follows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "specdec/types.hpp"
+
+namespace specdec {
+
+/**
+ * A row processor: rewrites one row of logits (V floats) for the token that follows `prefix`
+ * (the prompt, the tokens emitted since, and the drafts before this row), before warping.
+ *
+ * @code
+ *   sampling_params sp;
+ *   sp.processor = [](std::span<const token_id> prefix, std::span<float> logits) {
+ *     if (!prefix.empty()) logits[prefix.back()] -= 1.5f;  // discourage an immediate repeat
+ *   };
+ * @endcode
+ *
+ * Contract, for speculative decoding to stay exactly as lossless as plain decoding with the same
+ * processor: the result is a deterministic function of `prefix` and the row (the decoders call it
+ * on rows whose prefixes are drafts that may be rejected, in any order and possibly more than
+ * once per prefix). It may set logits to -infinity (a mask) but must leave at least one finite
+ * logit and no NaN or +infinity (the verifiers throw std::domain_error on those). `prefix` is
+ * valid during the call only. A processor with state of its own (a grammar's parser stack) keeps
+ * what it needs keyed by the prefix; sampling_params holds the processor by value, so wrap one
+ * that must not be copied in std::ref. An exception from it propagates out of the step, which is
+ * abandoned as for a failed model call.
+ *
+ * Who applies it: the decoders, to every row of the target they verify with (and so to plain
+ * decoding, which runs the same pipeline); the drafters that sample from rows of their own
+ * (model_drafter, medusa_drafter, eagle_drafter), to those rows. Functions that take rows alone
+ * (warp, sample, verify_rejection, verify_block, verify_tree) do not apply it: they are given
+ * rows already processed.
+ */
+using row_processor =
+    std::function<void(std::span<const token_id> prefix, std::span<float> logits)>;
+
+namespace detail {
+
+/**
+ * The prefixes given to a row processor, built in one buffer reused across rows and steps:
+ * begin(history) once per step (O(history)), then the tokens a row follows after the history.
+ * Grows to the longest prefix seen and keeps its storage (reserve() sizes it at the start of a
+ * generation). Not thread-safe.
+ */
+class prefix_buffer {
+ public:
+  void reserve(std::size_t n) { tokens_.reserve(n); }
+
+  /// The history every prefix of this step starts with.
+  void begin(std::span<const token_id> history) {
+    tokens_.assign(history.begin(), history.end());
+    base_ = tokens_.size();
+  }
+
+  /// History + `tail` (a chain's drafts so far).
+  std::span<const token_id> then(std::span<const token_id> tail) {
+    tokens_.resize(base_);
+    tokens_.insert(tokens_.end(), tail.begin(), tail.end());
+    return tokens_;
+  }
+
+  /// History + one more token (a chain drafted token by token): O(1) amortised.
+  void push(token_id t) { tokens_.push_back(t); }
+  /// The prefix built so far.
+  std::span<const token_id> view() const noexcept { return tokens_; }
+
+  /**
+   * History + the tokens on the path from the root's child to `node` in a tree given as tokens
+   * and parents (parents[0] = -1, parents[i] < i): the root stands for the history's last token
+   * and is not repeated. O(depth of node).
+   */
+  std::span<const token_id> then_path(std::span<const token_id> tokens,
+                                      std::span<const std::int32_t> parents, std::size_t node) {
+    std::size_t depth = 0;
+    for (std::size_t at = node; at != 0; at = static_cast<std::size_t>(parents[at])) ++depth;
+    tokens_.resize(base_ + depth);
+    std::size_t i = tokens_.size();
+    for (std::size_t at = node; at != 0; at = static_cast<std::size_t>(parents[at]))
+      tokens_[--i] = tokens[at];
+    return tokens_;
+  }
+
+ private:
+  std::vector<token_id> tokens_;
+  std::size_t base_ = 0;
+};
+
+/**
+ * The row a drafter samples from: `row` itself when there is no processor, else a copy of it in
+ * `scratch` rewritten by `processor` for `prefix` (the drafter's own rows may be cached or read
+ * again, so they are never processed in place). No allocation once `scratch` has held a row.
+ */
+inline std::span<const float> processed_row(const row_processor& processor,
+                                            std::span<const token_id> prefix,
+                                            std::span<const float> row,
+                                            std::vector<float>& scratch) {
+  if (!processor) return row;
+  scratch.assign(row.begin(), row.end());
+  processor(prefix, std::span<float>(scratch));
+  return scratch;
+}
+
+}  // namespace detail
+
+}  // namespace specdec
