@@ -23,6 +23,7 @@
 #include <specdec/draft/medusa_drafter.hpp>
 #include <specdec/draft/model_drafter.hpp>
 #include <specdec/draft/ngram_drafter.hpp>
+#include <specdec/math/penalties.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -496,4 +497,40 @@ TEST_CASE("row processor: a throwing processor abandons the step, the decoder st
   ref_sp.processor = grammar_and_penalty;
   const auto plain = specdec::generate_autoregressive(reference, prompt, options_of(ref_sp, 20));
   CHECK(decoder.generate(prompt, o).tokens == plain.tokens);
+}
+
+TEST_CASE("row processor: penalties, the ready-made one") {
+  SECTION("llama.cpp's rule on the last_n tokens, once per distinct token") {
+    specdec::penalties p({.last_n = 4, .repeat = 2.0f, .frequency = 0.25f, .presence = 0.5f});
+    std::vector<float> row{4.0f, -1.0f, 3.0f, 1.0f, -std::numeric_limits<float>::infinity()};
+    const std::vector<token_id> prefix{2, 0, 1, 1, 4};  // window {0, 1, 1, 4}
+    p(prefix, row);
+    CHECK(row[0] == 4.0f / 2 - 0.25f - 0.5f);
+    CHECK(row[1] == -1.0f * 2 - 2 * 0.25f - 0.5f);
+    CHECK(row[2] == 3.0f);  // outside the window
+    CHECK(row[3] == 1.0f);
+    CHECK(std::isinf(row[4]));  // a masked token stays masked
+  }
+  SECTION("bad options and tokens name what is wrong") {
+    CHECK_THROWS_WITH(specdec::penalties({.repeat = 0.0f}),
+                      Catch::Contains("penalty_options.repeat"));
+    CHECK_THROWS_WITH(specdec::penalties({.frequency = std::nanf("")}),
+                      Catch::Contains("penalty_options.frequency"));
+    specdec::penalties p({.repeat = 1.5f});
+    std::vector<float> row(4);
+    const std::vector<token_id> prefix{1, 9};
+    CHECK_THROWS_AS(p(prefix, row), std::out_of_range);
+  }
+  SECTION("speculative greedy with it equals plain greedy with it") {
+    sampling_params sp{.temperature = 0.0f};
+    sp.processor = specdec::penalties({.last_n = 8, .repeat = 1.3f, .presence = 0.3f});
+    auto o = options_of(sp, 30);
+    table_model reference(target_table);
+    const auto plain = specdec::generate_autoregressive(reference, prompt, o).tokens;
+    table_model target(target_table), draft_model(draft_table);
+    model_drafter_t drafter(draft_model);
+    specdec::speculative_decoder decoder(target, drafter);
+    o.draft_length = 5;
+    CHECK(decoder.generate(prompt, o).tokens == plain);
+  }
 }

@@ -115,6 +115,17 @@ class cli_parser {
     min_p_ = text("--min-p", min_p_text_,
                   "drop tokens below P x the most likely, in [0, 1) (default 0 = off)", s, "P");
     seed_ = text("-s,--seed", seed_text_, "random seed (default 0)", s, "S");
+    repeat_penalty_ = text("--repeat-penalty", repeat_penalty_text_,
+                           "divide a positive logit, multiply a negative one, of each token of "
+                           "the last --repeat-last-n (default 1 = off; a row processor, "
+                           "specdec::penalties, so speculation stays exact)",
+                           s, "F");
+    repeat_last_n_ = text("--repeat-last-n", repeat_last_n_text_,
+                          "how many of the last tokens the penalties see (default 64)", s, "N");
+    frequency_penalty_ = text("--frequency-penalty", frequency_penalty_text_,
+                              "subtract F per occurrence in the window (default 0 = off)", s, "F");
+    presence_penalty_ = text("--presence-penalty", presence_penalty_text_,
+                             "subtract F from every token of the window (default 0 = off)", s, "F");
 
     const char* d = "Drafting";
     draft_ = text("--draft", draft_text_,
@@ -366,6 +377,23 @@ class cli_parser {
     if (!(c.sampling.min_p >= 0.0f && c.sampling.min_p < 1.0f))
       bad(min_p_, min_p_text_, "must be in [0, 1)");
     if (given(seed_)) c.sampling.seed = whole(seed_, seed_text_);
+    if (given(repeat_penalty_)) c.penalties.repeat = real(repeat_penalty_, repeat_penalty_text_);
+    if (!(c.penalties.repeat > 0.0f))
+      bad(repeat_penalty_, repeat_penalty_text_, "must be > 0 (1 = off)");
+    if (given(repeat_last_n_))
+      c.penalties.last_n = static_cast<std::size_t>(whole(repeat_last_n_, repeat_last_n_text_));
+    if (given(frequency_penalty_))
+      c.penalties.frequency = real(frequency_penalty_, frequency_penalty_text_);
+    if (given(presence_penalty_))
+      c.penalties.presence = real(presence_penalty_, presence_penalty_text_);
+    try {
+      c.penalties.validate();
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(std::string("penalties: ") + e.what());
+    }
+    if (c.penalties.repeat != 1.0f || c.penalties.frequency != 0.0f ||
+        c.penalties.presence != 0.0f)
+      c.sampling.processor = specdec::penalties(c.penalties);
     try {
       c.sampling.validate();  // the library's own rule, in case it is stricter than the above
     } catch (const std::invalid_argument& e) {
@@ -523,12 +551,14 @@ class cli_parser {
   CLI::Option *model_, *tokenizer_, *ctx_, *threads_, *prompt_, *file_, *n_, *temp_, *top_k_,
       *top_p_, *min_p_, *seed_, *draft_, *model_draft_, *k_, *draft_min_, *draft_p_min_, *ngram_min_, *ngram_max_,
       *candidates_, *tree_, *replacement_, *verification_, *heads_nodes_, *heads_expand_,
-      *heads_candidates_;
+      *heads_candidates_, *repeat_penalty_, *repeat_last_n_, *frequency_penalty_,
+      *presence_penalty_;
   std::string model_text_, tokenizer_text_, ctx_text_, threads_text_, prompt_text_, file_text_,
       n_text_, temp_text_, top_k_text_, top_p_text_, min_p_text_, seed_text_, draft_text_,
       model_draft_text_, k_text_, draft_min_text_, draft_p_min_text_, ngram_min_text_, ngram_max_text_,
       candidates_text_, tree_text_, replacement_text_, verification_text_, heads_nodes_text_,
-      heads_expand_text_, heads_candidates_text_;
+      heads_expand_text_, heads_candidates_text_, repeat_penalty_text_, repeat_last_n_text_,
+      frequency_penalty_text_, presence_penalty_text_;
   bool quiet_ = false, json_ = false, compare_plain_ = false;
 };
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <specdec/decode/options.hpp>
 #include <specdec/draft/ngram_options.hpp>
+#include <specdec/math/penalties.hpp>
 #include <specdec/math/sampling_params.hpp>
 #include <specdec/tree/tree_draft.hpp>
 #include <stdexcept>
@@ -48,6 +49,8 @@ struct cli_options {
   std::string prompt_file;     ///< -f: read the prompt from this file (program reads it)
   std::size_t n_predict = 64;  ///< new tokens, or `unlimited`
   specdec::sampling_params sampling{.temperature = 0.0f};
+  /// --repeat-penalty and friends; when any is on, sampling.processor applies them.
+  specdec::penalty_options penalties;
   draft_kind draft = draft_kind::layers;
   std::string draft_text = "layers:3";  ///< as given (none | ngram | layers:L | model:PATH)
   std::size_t draft_layers = 3;         ///< L of layers:L

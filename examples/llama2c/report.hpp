@@ -59,11 +59,16 @@ inline nlohmann::ordered_json options_json(const cli_options& c) {
                    {"top_k", c.sampling.top_k},
                    {"top_p", c.sampling.top_p},
                    {"min_p", c.sampling.min_p},
+                   {"repeat_penalty", c.penalties.repeat},
+                   {"repeat_last_n", c.penalties.last_n},
+                   {"frequency_penalty", c.penalties.frequency},
+                   {"presence_penalty", c.penalties.presence},
                    {"seed", c.sampling.seed}};
   nlohmann::ordered_json d;
   d["kind"] = draft_kind_name(c.draft);
   d["spec"] = c.draft_text;
   if (c.draft == draft_kind::layers) d["layers"] = c.draft_layers;
+  d["p_min"] = c.draft_p_min;
   if (c.draft == draft_kind::model) d["model"] = c.draft_model;
   if (c.draft == draft_kind::heads) {
     d["heads"] = c.draft_heads;

@@ -111,6 +111,14 @@ TEST_CASE("cli: every flag in every spelling") {
     CHECK(parse({"--draft-min", "2"}).draft_min == 2);
     CHECK(parse({"--draft-p-min", "0.75"}).draft_p_min == 0.75f);
     CHECK(parse({}).draft_p_min == 0.0f);
+    CHECK(!parse({}).sampling.processor);  // no penalty: no row processor
+    const auto pen = parse({"--repeat-penalty", "1.3", "--repeat-last-n", "16",
+                            "--frequency-penalty", "0.1", "--presence-penalty", "0.2"});
+    CHECK(pen.penalties.repeat == 1.3f);
+    CHECK(pen.penalties.last_n == 16);
+    CHECK(pen.penalties.frequency == 0.1f);
+    CHECK(pen.penalties.presence == 0.2f);
+    CHECK(static_cast<bool>(pen.sampling.processor));
     CHECK(parse({"--draft-max", "8", "--draft-min", "8"}).draft_min == 8);
     const auto ng = parse({"--draft", "ngram", "--ngram-min", "1", "--ngram-max", "3", "-k", "8"});
     CHECK(ng.ngram.min_ngram == 1);
@@ -263,6 +271,8 @@ TEST_CASE("cli: bad values name the flag and the value") {
     bad({"--draft-min", "5"}, "--draft-min '5': exceeds the largest draft (--draft-max 4)");
     bad({"-k", "3", "--draft-min", "4"}, "--draft-min '4': exceeds the largest draft (-k 3)");
     bad({"--draft-min", "x"}, "--draft-min 'x': is not a whole number");
+    bad({"--repeat-penalty", "0"}, "--repeat-penalty '0': must be > 0 (1 = off)");
+    bad({"--repeat-last-n", "-3"}, "--repeat-last-n '-3': is not a whole number");
     bad({"--draft-p-min", "1.5"}, "--draft-p-min '1.5': must be in [0, 1]");
     bad({"--draft-p-min", "-0.1"}, "--draft-p-min '-0.1': must be in [0, 1]");
     bad({"--draft", "ngram", "--draft-p-min", "0.5"},
