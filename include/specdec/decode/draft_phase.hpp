@@ -224,7 +224,7 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
       // (token_tree::assign) allocates nothing once a step of this shape was seen.
       td.tree.reserve(shape_nodes(shape) + 1);
       if (depth > 0) {
-        drafter.propose_tree(s.history, shape, s.options.sampling, s.gen, s.options.tree_draw, td);
+        drafter.propose_tree(s.history, shape, s.draft_sampling, s.gen, s.options.tree_draw, td);
       } else {
         td.tree.reset(s.history.back());
         td.q.resize(0, static_cast<Eigen::Index>(v));
@@ -241,7 +241,7 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
     s.chain.clear();
     s.chain.tokens.reserve(k);  // a drafter that pushes its tokens allocates nothing
     s.feed.reserve(k + 1);
-    if (k > 0) drafter.propose(s.history, k, s.options.sampling, s.gen, s.chain);
+    if (k > 0) drafter.propose(s.history, k, s.draft_sampling, s.gen, s.chain);
     if (s.chain.size() > k)
       throw std::invalid_argument("drafter: proposed " + std::to_string(s.chain.size()) +
                                   " tokens, more than the k = " + std::to_string(k) + " asked");

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -32,6 +33,13 @@ struct generate_options {
   std::vector<token_id> stop_tokens;  ///< stop after emitting any of these (it is returned)
   std::size_t draft_length = 4;       ///< K, draft tokens per step; 0 = plain decoding
   sampling_params sampling;           ///< warping + seed, same for target and draft
+  /// The temperature drafters sample at while the target samples (unset: the target's). The
+  /// verifiers judge each draft against the q it was really drawn from, so any value is exactly
+  /// lossless; it only moves acceptance, sum_x min(p(x), q(x)). 0 = drafters propose their
+  /// most likely tokens (deterministic drafts, accepted with probability p(x)). The rest of
+  /// `sampling` (top-k, top-p, min-p, the processor) still applies to the draft. Unused when
+  /// the target is greedy (drafts are then its argmax guesses anyway).
+  std::optional<float> draft_temperature;
   /// Called with each emitted token, in order, as soon as it is verified; return false to stop.
   std::function<bool(token_id)> on_token;
   /// Multi-candidate decoding: a token tree of branching k1 x k2 x ... per step (empty = one
@@ -133,6 +141,13 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
                                   "] = " + std::to_string(o.stop_tokens[i]) +
                                   " is outside the vocabulary [0, " + std::to_string(v) + ")");
   o.sampling.validate();
+  if (o.draft_temperature) {
+    const float t = *o.draft_temperature;
+    if (!(std::isfinite(t) && t >= 0.0f) || (t != 0.0f && t < sampling_params::min_temperature))
+      throw std::invalid_argument(
+          "generate_options.draft_temperature: must be 0 or in [min_temperature, inf) and "
+          "finite, got " + std::to_string(t));
+  }
   if (!o.tree.empty()) {
     if (!tree_drafter) {
       throw std::invalid_argument(

@@ -89,6 +89,8 @@ class row_buffer {
 struct sequence_state {
   // The generation.
   generate_options options;
+  /// What the drafters are given: options.sampling at options.draft_temperature (set by start).
+  sampling_params draft_sampling;
   rng gen;
   decode_stats stats;
   std::vector<token_id> history;  ///< prompt + emitted tokens

@@ -98,6 +98,9 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
   s.vocab = vocab;
   s.capacity = capacity;
   s.options = options;
+  s.draft_sampling = options.sampling;
+  if (options.draft_temperature && !options.sampling.greedy())
+    s.draft_sampling.temperature = *options.draft_temperature;
   s.gen.reseed(options.sampling.seed);
   s.stats = decode_stats{};
   s.plan = tree_plan{};
