@@ -1,0 +1,112 @@
+// tests/llamacpp/llamacpp_decoder_test.cpp - specdec's decoder on llama.cpp contexts: greedy
+// speculative output (a GGUF draft model in chains and trees, n-gram lookup, block verification)
+// equals plain greedy decoding through the same adapter token for token (plain decoding = one
+// llama_decode per token, as llama.cpp's own examples do), the reference continuation of run.c
+// comes out, and sampled runs repeat at a fixed seed.
+#include "common.hpp"
+
+#include <llama2c/reference.hpp>
+#include <llamacpp/context_model.hpp>
+#include <llamacpp/tree_model.hpp>
+#include <specdec/specdec.hpp>
+
+using specdec::token_id;
+using namespace specdec::llamacpp;
+namespace t = llamacpp_test;
+
+namespace {
+
+std::vector<token_id> plain_greedy(const gguf_model& model, std::span<const token_id> prompt,
+                                   std::size_t n) {
+  context_model m(model, {.n_ctx = 256});
+  specdec::no_drafter none;
+  specdec::speculative_decoder decoder(m, none);
+  specdec::generate_options o;
+  o.max_new_tokens = n;
+  o.sampling.temperature = 0.0f;
+  o.draft_length = 0;
+  return decoder.generate(prompt, o).tokens;
+}
+
+}  // namespace
+
+TEST_CASE("llamacpp decoder: plain greedy on the GGUF continues as llama2.c's run.c does") {
+  // run.c's reference: BOS, then 96 ids of which the first 6 are the prompt "I dreamed".
+  const auto& ref = specdec::llama2c::reference_ids;
+  std::vector<token_id> prompt{1};
+  prompt.insert(prompt.end(), ref.begin(), ref.begin() + 6);
+  const auto got = plain_greedy(t::target(), prompt, ref.size() - 6);
+  const std::vector<token_id> want(ref.begin() + 6, ref.end());
+  CHECK(got == want);
+}
+
+TEST_CASE("llamacpp decoder: greedy speculative output equals plain greedy, every drafter") {
+  for (const auto& prompt : t::prompts) {
+    const std::size_t n = 100;
+    const auto plain = plain_greedy(t::target(), prompt, n);
+    REQUIRE(plain.size() == n);
+    specdec::generate_options o;
+    o.max_new_tokens = n;
+    o.sampling.temperature = 0.0f;
+
+    SECTION("draft model, chains K = 1..8, token and block verification") {
+      tree_model target(t::target(), tree_options(32, {.n_ctx = 256}));
+      context_model draft(t::draft(), {.n_ctx = 256});
+      specdec::model_drafter drafter(draft);
+      specdec::speculative_decoder decoder(target, drafter);
+      for (std::size_t k : {1u, 3u, 5u, 8u})
+        for (auto v : {specdec::chain_verification::token, specdec::chain_verification::block}) {
+          o.draft_length = k;
+          o.verification = v;
+          INFO("K = " << k << (v == specdec::chain_verification::block ? ", block" : ""));
+          CHECK(decoder.generate(prompt, o).tokens == plain);
+        }
+      o.verification = specdec::chain_verification::token;
+      for (const char* shape : {"2x2", "4x2x1", "3x3x2x1"}) {
+        o.tree = specdec::parse_branching(shape);
+        INFO("tree " << shape << " in one llama_decode");
+        CHECK(decoder.generate(prompt, o).tokens == plain);
+      }
+    }
+    SECTION("n-gram lookup, chain and trie") {
+      context_model target(t::target(), {.n_ctx = 256});
+      specdec::ngram_drafter lookup({.min_ngram = 1, .max_ngram = 4});
+      specdec::speculative_decoder decoder(target, lookup);
+      o.draft_length = 6;
+      CHECK(decoder.generate(prompt, o).tokens == plain);
+    }
+    SECTION("n-gram trie in one llama_decode") {
+      tree_model target(t::target(), tree_options(16, {.n_ctx = 256}));
+      specdec::ngram_drafter lookup({.min_ngram = 1, .max_ngram = 4});
+      specdec::speculative_decoder decoder(target, lookup);
+      o.tree = {4, 1, 1, 1};
+      CHECK(decoder.generate(prompt, o).tokens == plain);
+    }
+  }
+}
+
+TEST_CASE("llamacpp decoder: a sampled run repeats at a fixed seed and differs at another") {
+  tree_model target(t::target(), tree_options(16, {.n_ctx = 256}));
+  context_model draft(t::draft(), {.n_ctx = 256});
+  specdec::model_drafter drafter(draft);
+  specdec::speculative_decoder decoder(target, drafter);
+  specdec::generate_options o;
+  o.max_new_tokens = 60;
+  o.sampling = {.temperature = 0.8f, .seed = 7};
+  o.draft_length = 4;
+  const auto a = decoder.generate(t::prompts[0], o).tokens;
+  CHECK(decoder.generate(t::prompts[0], o).tokens == a);
+  o.sampling.seed = 8;
+  CHECK(decoder.generate(t::prompts[0], o).tokens != a);
+}
+
+TEST_CASE("llamacpp decoder: a prompt longer than the context is refused, naming it") {
+  context_model target(t::target(), {.n_ctx = 256});
+  specdec::no_drafter none;
+  specdec::speculative_decoder decoder(target, none);
+  const std::vector<token_id> prompt(target.max_size() + 1, 5);
+  REQUIRE_THROWS_WITH(decoder.generate(prompt, {}),
+                      Catch::Contains("exceed the target's max_size " +
+                                      std::to_string(target.max_size())));
+  CHECK(target.size() == 0);
+}
