@@ -200,7 +200,8 @@ headline=$work/headline.md
   echo "seed = prompt index. Per repetition the speed-up is plain decoding's time over speculative"
   echo "decoding's for the same requests, both timed in the same process."
   echo
-  echo "    M=../shared/models B=build/bench/examples/llama2c W=build/bench/results-work"
+  rel() { sed "s#^$root/##" <<<"$1"; }
+  echo "    M=$(rel "$models") B=$(rel "$B") W=$(rel "$work")"
   echo "    \$B/specdec-reshape \$M/aidreams260K.bin \$W/big.bin --shape $shape"
   echo "    \$B/specdec-reshape \$M/aidreams260K.bin \$W/first3.bin --keep-layers 3"
   echo "    $train_cmd"
