@@ -135,19 +135,23 @@ class cli_parser {
                   "layers:3)",
                   d, "D");
     model_draft_ =
-        text("--model-draft", model_draft_text_,
+        text("--model-draft,--spec-draft-model", model_draft_text_,
              "a draft checkpoint, the same as --draft model:PATH (also -md, as in llama.cpp)", d,
              "PATH");
-    k_ = text("-k,--draft-max,--num-speculative-tokens", k_text_,
+    k_ = text("-k,--draft-max,--spec-draft-n-max,--num-speculative-tokens", k_text_,
               "draft tokens per target call, 0 = plain decoding (default 4, at most 1024)", d, "K");
-    draft_min_ = text("--draft-min", draft_min_text_,
+    draft_min_ = text("--draft-min,--spec-draft-n-min", draft_min_text_,
                       "do not verify drafts shorter than N tokens: decode one token plainly "
                       "instead (chains only; default 0 = verify any draft)",
                       d, "N");
-    draft_p_min_ = text("--draft-p-min", draft_p_min_text_,
+    draft_p_min_ = text("--draft-p-min,--spec-draft-p-min", draft_p_min_text_,
                         "a model draft stops at the first position whose top draft probability "
                         "is below P (chains only; default 0 = never)",
                         d, "P");
+    draft_temp_ = text("--draft-temp", draft_temp_text_,
+                       "the temperature drafts are sampled at when --temp > 0 (default: --temp; "
+                       "0 = the drafter's top tokens); exact at any value, it moves acceptance",
+                       d, "T");
     ngram_min_ = text("--ngram-min,--prompt-lookup-min", ngram_min_text_,
                       "shortest n-gram prompt lookup matches (default 2)", d, "N");
     ngram_max_ = text("--ngram-max,--prompt-lookup-max", ngram_max_text_,
@@ -475,6 +479,12 @@ class cli_parser {
         bad(draft_p_min_, draft_p_min_text_, "must be in [0, 1]");
     }
 
+    if (given(draft_temp_)) {
+      c.draft_temperature = real(draft_temp_, draft_temp_text_);
+      if (!(*c.draft_temperature >= 0.0f))
+        bad(draft_temp_, draft_temp_text_, "must be >= 0 (0 = the drafter's top tokens)");
+    }
+
     only_with({ngram_min_, ngram_max_, candidates_},
               c.draft == draft_kind::ngram || c.ngram_first, "ngram (prompt lookup)");
     if (given(ngram_min_)) c.ngram.min_ngram = whole(ngram_min_, ngram_min_text_);
@@ -551,13 +561,13 @@ class cli_parser {
   CLI::Option *model_, *tokenizer_, *ctx_, *threads_, *prompt_, *file_, *n_, *temp_, *top_k_,
       *top_p_, *min_p_, *seed_, *draft_, *model_draft_, *k_, *draft_min_, *draft_p_min_, *ngram_min_, *ngram_max_,
       *candidates_, *tree_, *replacement_, *verification_, *heads_nodes_, *heads_expand_,
-      *heads_candidates_, *repeat_penalty_, *repeat_last_n_, *frequency_penalty_,
+      *heads_candidates_, *draft_temp_, *repeat_penalty_, *repeat_last_n_, *frequency_penalty_,
       *presence_penalty_;
   std::string model_text_, tokenizer_text_, ctx_text_, threads_text_, prompt_text_, file_text_,
       n_text_, temp_text_, top_k_text_, top_p_text_, min_p_text_, seed_text_, draft_text_,
       model_draft_text_, k_text_, draft_min_text_, draft_p_min_text_, ngram_min_text_, ngram_max_text_,
       candidates_text_, tree_text_, replacement_text_, verification_text_, heads_nodes_text_,
-      heads_expand_text_, heads_candidates_text_, repeat_penalty_text_, repeat_last_n_text_,
+      heads_expand_text_, heads_candidates_text_, draft_temp_text_, repeat_penalty_text_, repeat_last_n_text_,
       frequency_penalty_text_, presence_penalty_text_;
   bool quiet_ = false, json_ = false, compare_plain_ = false;
 };

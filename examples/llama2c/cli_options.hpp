@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <limits>
+#include <optional>
 #include <specdec/decode/options.hpp>
 #include <specdec/draft/ngram_options.hpp>
 #include <specdec/math/penalties.hpp>
@@ -63,6 +64,7 @@ struct cli_options {
   bool heads_sampled = true;            ///< heads under sampling: drawn candidates (else top)
   std::size_t k = 4;                    ///< draft tokens per target call (--draft-max)
   std::size_t draft_min = 0;            ///< chains shorter than this are not verified (0 = off)
+  std::optional<float> draft_temperature;  ///< --draft-temp (generate_options::draft_temperature)
   float draft_p_min = 0.0f;  ///< model drafts stop below this top probability (model_drafter_options::p_min)
   specdec::ngram_options ngram{.min_ngram = 2, .max_ngram = 4, .max_draft = 4};
   std::size_t ngram_candidates = 1;

@@ -69,6 +69,8 @@ inline nlohmann::ordered_json options_json(const cli_options& c) {
   d["spec"] = c.draft_text;
   if (c.draft == draft_kind::layers) d["layers"] = c.draft_layers;
   d["p_min"] = c.draft_p_min;
+  d["temperature"] = c.draft_temperature ? nlohmann::ordered_json(*c.draft_temperature)
+                                         : nlohmann::ordered_json(nullptr);
   if (c.draft == draft_kind::model) d["model"] = c.draft_model;
   if (c.draft == draft_kind::heads) {
     d["heads"] = c.draft_heads;

@@ -96,6 +96,7 @@ int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, T
   o.max_new_tokens = c.n_predict == l2::unlimited ? room : c.n_predict;
   o.draft_length = c.k;
   o.sampling = c.sampling;
+  o.draft_temperature = c.draft_temperature;
   o.stop_tokens = {l2::tokenizer::bos_id, l2::tokenizer::eos_id};
   o.tree = c.tree;
   o.tree_draw = c.draw;

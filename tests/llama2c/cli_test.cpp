@@ -104,14 +104,19 @@ TEST_CASE("cli: every flag in every spelling") {
       CHECK(md.draft_model == "d.bin");
       CHECK(md.draft_text == "model:d.bin");
     }
-    for (const char* spelling : {"-k", "--draft-max", "--num-speculative-tokens"})
+    for (const char* spelling : {"-k", "--draft-max", "--spec-draft-n-max", "--num-speculative-tokens"})
       CHECK(parse({spelling, "6"}).k == 6);
+    CHECK(parse({"--spec-draft-n-min", "2"}).draft_min == 2);  // llama.cpp's 2026 spellings
+    CHECK(parse({"--spec-draft-p-min", "0.5"}).draft_p_min == 0.5f);
+    CHECK(parse({"--spec-draft-model", "d.bin"}).draft_model == "d.bin");
     CHECK(parse({"-k", "0"}).k == 0);
     CHECK(parse({"-k", "1024"}).k == 1024);
     CHECK(parse({"--draft-min", "2"}).draft_min == 2);
     CHECK(parse({"--draft-p-min", "0.75"}).draft_p_min == 0.75f);
     CHECK(parse({}).draft_p_min == 0.0f);
     CHECK(!parse({}).sampling.processor);  // no penalty: no row processor
+    CHECK(!parse({}).draft_temperature);
+    CHECK(parse({"--draft-temp", "0.5"}).draft_temperature == 0.5f);
     const auto pen = parse({"--repeat-penalty", "1.3", "--repeat-last-n", "16",
                             "--frequency-penalty", "0.1", "--presence-penalty", "0.2"});
     CHECK(pen.penalties.repeat == 1.3f);
@@ -271,6 +276,7 @@ TEST_CASE("cli: bad values name the flag and the value") {
     bad({"--draft-min", "5"}, "--draft-min '5': exceeds the largest draft (--draft-max 4)");
     bad({"-k", "3", "--draft-min", "4"}, "--draft-min '4': exceeds the largest draft (-k 3)");
     bad({"--draft-min", "x"}, "--draft-min 'x': is not a whole number");
+    bad({"--draft-temp", "-1"}, "--draft-temp '-1': must be >= 0 (0 = the drafter's top tokens)");
     bad({"--repeat-penalty", "0"}, "--repeat-penalty '0': must be > 0 (1 = off)");
     bad({"--repeat-last-n", "-3"}, "--repeat-last-n '-3': is not a whole number");
     bad({"--draft-p-min", "1.5"}, "--draft-p-min '1.5': must be in [0, 1]");
