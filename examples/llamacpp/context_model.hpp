@@ -37,9 +37,9 @@ class context_model {
   context_model(const gguf_model& model, const context_options& options = {})
       : model_(model),
         ctx_(model, options),
-        batch_(options.n_batch, std::max<std::size_t>(1, options.n_seq_max)),
+        batch_(llama_n_batch(ctx_.get()), std::max<std::size_t>(1, options.n_seq_max)),
         vocab_(model.vocab_size()),
-        n_batch_(options.n_batch),
+        n_batch_(llama_n_batch(ctx_.get())),
         max_size_(llama_n_ctx_seq(ctx_.get())) {
     tokens_.reserve(max_size_);
   }

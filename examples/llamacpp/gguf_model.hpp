@@ -6,6 +6,7 @@
 
 #include <llama.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -107,7 +108,12 @@ class llama_context_handle {
                                   "LLAMA_MAX_SEQ), is " + std::to_string(o.n_seq_max));
     llama_context_params p = llama_context_default_params();
     p.n_ctx = static_cast<std::uint32_t>(o.n_ctx == 0 ? model.trained_context() : o.n_ctx);
-    p.n_batch = static_cast<std::uint32_t>(o.n_batch);
+    // llama.cpp asserts (aborts) when n_batch exceeds n_ctx: clamp it here.
+    p.n_batch = static_cast<std::uint32_t>(std::min<std::size_t>(o.n_batch, p.n_ctx));
+    if (p.n_batch < o.n_seq_max)  // llama.cpp aborts (GGML_ASSERT in output_reserve) otherwise
+      throw std::invalid_argument("context_options: n_batch " + std::to_string(p.n_batch) +
+                                  " (at most n_ctx) is below n_seq_max " +
+                                  std::to_string(o.n_seq_max) + "; raise n_ctx or lower n_seq_max");
     p.n_ubatch = p.n_batch;
     p.n_seq_max = static_cast<std::uint32_t>(o.n_seq_max);
     if (o.n_threads > 0) {

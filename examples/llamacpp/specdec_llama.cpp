@@ -67,6 +67,8 @@ json options_json(const llama_cli_options& c, const specdec::generate_options& o
 }
 
 int run(const llama_cli_options& c) {
+  if (!c.grammar_file.empty())
+    throw std::invalid_argument("--grammar-file: not supported yet (docs/llamacpp.md, \"Not yet\")");
   set_llama_log_level(false);
   std::string prompt_text = c.prompt;
   if (!c.prompt_file.empty()) {
@@ -78,7 +80,8 @@ int run(const llama_cli_options& c) {
   }
   const gguf_model target_file(c.model);
   const context_options co{.n_ctx = c.ctx_size, .n_threads = c.threads};
-  tree_model target(target_file, tree_options(64, co));
+  const std::size_t n_ctx = c.ctx_size ? c.ctx_size : target_file.trained_context();
+  tree_model target(target_file, tree_options(std::min<std::size_t>(64, n_ctx), co));
   const std::vector<specdec::token_id> prompt = tokenize(target_file, prompt_text);
   if (prompt.empty()) throw std::invalid_argument("-p: the prompt has no tokens");
   if (prompt.size() >= target.max_size())

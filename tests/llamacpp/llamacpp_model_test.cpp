@@ -91,6 +91,9 @@ TEST_CASE("context_model: bad options and bad input are refused, nothing changes
                       "context_options.n_batch: must be >= 1");
   REQUIRE_THROWS_WITH(context_model(t::target(), {.n_seq_max = 300}),
                       Catch::StartsWith("context_options.n_seq_max: must be in [1, 256]"));
+  REQUIRE_THROWS_WITH(tree_model(t::target(), tree_options(64, {.n_ctx = 16})),
+                      "context_options: n_batch 16 (at most n_ctx) is below n_seq_max 64; raise "
+                      "n_ctx or lower n_seq_max");
   REQUIRE_THROWS_WITH(tree_model(t::target(), {.kv_unified = false}),
                       Catch::StartsWith("tree_model: context_options.kv_unified must be true"));
 
