@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# bench/llamacpp_race.sh [BUILD_DIR] [THREADS] [REPS] - specdec-llama against llama.cpp's own
+# speculative decoding on the same GGUF models, threads and prompts, in one run.
+#
+# Models (made here from ../shared/models by tests/llamacpp/make_gguf.sh --big, never committed):
+# aidreams260K reshaped to the 110M shape (specdec-reshape --shape 110M: the small model's
+# predictions at a 110M model's cost) as F32 and Q8_0, and its first 3 layers as the draft.
+# Systems, each generating 100 tokens (end of text ignored) after each prompt:
+#   llama-plain        llama-completion (llama.cpp's plain decoding: the reference)
+#   llama-spec-K       llama-speculative-simple --spec-type draft-simple --spec-draft-n-max K (K = 1, 2, 3, 4, 6, 8)
+#   llama-ngram-simple llama-speculative-simple --spec-type ngram-simple (and ngram-mod)
+#   specdec-policy     specdec-llama -md DRAFT (no K: the speed policy plans every step)
+#   specdec-K          specdec-llama -md DRAFT --spec-draft-n-max K (K = 2, 4, 6)
+#   specdec-tree       specdec-llama -md DRAFT --tree 2x2x1x1 (one llama_decode per tree)
+#   specdec-ngram      specdec-llama --draft ngram (speed policy)
+# greedy and T = 0.8 (top-k 40, top-p 0.95, min-p 0.05: llama.cpp's defaults), F32 and Q8_0;
+# REPS rounds (default 3), each round running every system once per prompt in the same order,
+# so that drift of the machine hits every system alike. Decode speed only (prompt excluded), as
+# each program reports it: llama.cpp's "eval time" / "decoded ... speed", specdec's
+# stats.tokens_per_second. Prints, per configuration and system, the median tokens/s over rounds
+# and prompts with its range, and its ratio to llama-plain's median.
+#
+# Do not run it while anything else runs on the machine (compiles included): the figures would
+# measure the neighbour. Needs the llamacpp preset's build plus
+#   cmake --build BUILD_DIR --target specdec_llamacpp_race_tools
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-build/llamacpp}
+T=${2:-1}
+R=${3:-3}
+N=100
+M=${SPECDEC_MODELS_DIR:-../shared/models}
+G=$B/race-gguf
+bin=${LLAMA_BIN:-$B/bin}  # where llama-completion and friends are (LLAMA_BIN for an installed llama.cpp)
+specdec=$B/examples/llamacpp/specdec-llama
+for f in "$bin/llama-completion" "$bin/llama-speculative-simple" "$specdec"; do
+  [[ -x $f ]] || { echo "llamacpp_race.sh: $f missing: build the llamacpp preset and target specdec_llamacpp_race_tools" >&2; exit 1; }
+done
+tests/llamacpp/make_gguf.sh "$M" "$G" "$B/examples/llama2c/specdec-reshape" \
+  "$bin/llama-convert-llama2c-to-ggml" "$bin/llama-quantize" --big
+[[ -f $G/big.gguf ]] || { echo "llamacpp_race.sh: no models (../shared/models absent?)" >&2; exit 1; }
+
+prompts=("The machine" "I dreamed of")
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+results=$out/results.tsv
+
+tps_completion() { sed -n 's/.* eval time = .*, *\([0-9.]*\) tokens per second.*/\1/p' | grep -v '^$' | tail -n 1; }
+tps_speculative() { sed -n 's/.*decoded .* speed: *\([0-9.]*\) t\/s.*/\1/p' | tail -n 1; }
+
+run() {  # config system command...
+  local config=$1 system=$2 tps
+  shift 2
+  if [[ $system == specdec* ]]; then
+    tps=$("$@" --json 2>/dev/null | jq -r '.stats.tokens_per_second')
+  elif [[ $system == llama-plain ]]; then
+    tps=$("$@" 2>&1 | tps_completion)
+  else
+    tps=$("$@" 2>&1 | tps_speculative)
+  fi
+  [[ -n $tps && $tps != null ]] || { echo "llamacpp_race.sh: no figure from: $*" >&2; tps=nan; }
+  printf '%s\t%s\t%s\n' "$config" "$system" "$tps" >>"$results"
+}
+
+for round in $(seq 1 "$R"); do
+  for quant in f32 q8_0; do
+    target=$G/big.gguf
+    [[ $quant == q8_0 ]] && target=$G/big-q8_0.gguf
+    draft=$G/big-draft.gguf
+    for temp in 0 0.8; do
+      config="$quant T=$temp"
+      common=(-t "$T" -n "$N" --temp "$temp" -s 1 -c 1024)
+      for p in "${prompts[@]}"; do
+        echo "round $round/$R: $config, prompt \"$p\"" >&2
+        run "$config" llama-plain "$bin/llama-completion" -m "$target" -p "$p" "${common[@]}" --ignore-eos -no-cnv
+        for k in 1 2 3 4 6 8; do
+          run "$config" "llama-spec-$k" "$bin/llama-speculative-simple" -m "$target" -md "$draft" -p "$p" \
+            "${common[@]}" --ignore-eos --spec-type draft-simple --spec-draft-n-max "$k" --spec-draft-n-min 0
+        done
+        for type in ngram-simple ngram-mod; do
+          run "$config" "llama-$type" "$bin/llama-speculative-simple" -m "$target" -p "$p" \
+            "${common[@]}" --ignore-eos --spec-type "$type"
+        done
+        run "$config" specdec-policy "$specdec" -m "$target" -md "$draft" -p "$p" "${common[@]}" --ignore-eos
+        for k in 2 4 6; do
+          run "$config" "specdec-$k" "$specdec" -m "$target" -md "$draft" -p "$p" "${common[@]}" --ignore-eos \
+            --spec-draft-n-max "$k"
+        done
+        run "$config" specdec-tree "$specdec" -m "$target" -md "$draft" -p "$p" "${common[@]}" --ignore-eos \
+          --tree 2x2x1x1
+        run "$config" specdec-ngram "$specdec" -m "$target" --draft ngram -p "$p" "${common[@]}" --ignore-eos
+      done
+    done
+  done
+done
+
+echo "# llamacpp_race.sh: $N tokens, $T thread(s), $R rounds x ${#prompts[@]} prompts; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
+python3 - "$results" <<'EOF'
+import collections, math, statistics, sys
+rows = collections.defaultdict(list)
+order = []
+for line in open(sys.argv[1]):
+    config, system, tps = line.rstrip("\n").split("\t")
+    if (config, system) not in rows: order.append((config, system))
+    rows[(config, system)].append(float(tps))
+print("| configuration | system | tokens/s median [range] | x llama-plain |")
+print("| --- | --- | --- | --- |")
+for config, system in order:
+    v = [x for x in rows[(config, system)] if not math.isnan(x)]
+    base = [x for x in rows[(config, "llama-plain")] if not math.isnan(x)]
+    if not v: print(f"| {config} | {system} | failed | |"); continue
+    m = statistics.median(v)
+    ratio = m / statistics.median(base) if base else float("nan")
+    print(f"| {config} | {system} | {m:.1f} [{min(v):.1f}-{max(v):.1f}] | {ratio:.2f}x |")
+EOF
