@@ -164,7 +164,8 @@ if [ "$smoke" = 1 ]; then
   ngram_cfgs=("--draft ngram -k 8") temps=(0)
 else
   model_cfgs=("--draft model:$draft -k 3")
-  heads_cfgs=("--draft heads:$heads -k 4" "--draft heads:$heads -k 6")
+  heads_cfgs=("--draft heads:$heads -k 4" "--draft heads:$heads -k 6"
+              "--draft heads:$heads --tree 2x2x1x1x1x1 --replacement without")
   ngram_cfgs=("--draft ngram -k 8") temps=(0 0.8)
 fi
 rows=$work/headline_rows.md
@@ -183,7 +184,9 @@ headline=$work/headline.md
   awk -F'|' -v draft="$draft" -v heads="$heads" '
     function trim(s) { gsub(/^ +| +$/, "", s); return s }
     { cfg = trim($2); k = cfg; sub(/.*-k /, "", k)
-      if (index(cfg, "model:")) name = "draft model (its first 3 layers), K = " k
+      tree = cfg; sub(/.*--tree /, "", tree); sub(/ .*/, "", tree)
+      if (index(cfg, "--tree")) name = "EAGLE-style heads (trained here), tree " tree
+      else if (index(cfg, "model:")) name = "draft model (its first 3 layers), K = " k
       else if (index(cfg, "heads:")) name = "EAGLE-style heads (trained here), K = " k
       else if (index(cfg, "ngram")) name = "prompt lookup (n-gram), K = " k ", quoting prompts"
       else name = cfg
@@ -212,6 +215,21 @@ headline=$work/headline.md
   echo
   cat "$headline"
 } >>"$frag"
+
+# --- sampling levers (counts: tokens per call on the 260K model, not timed) --------------------------
+log "sampling levers: tokens per call at temperature 0.8"
+distilled=$work/eagle_distilled.heads
+if [ "$smoke" = 1 ]; then
+  dtrain=("${train[@]/$heads/$distilled}" --distill 1 --distill-temp 0.8) lever_seeds=1
+else
+  dtrain=(--kind eagle --out "$distilled" -t 2 --distill 1 --distill-temp 0.8) lever_seeds=10
+fi
+"$B/specdec-train-heads" --model "$models/aidreams260K.bin" --tokenizer "$tok" "${dtrain[@]}" >&2
+SEEDS=$lever_seeds B=$B bench/sampling_levers.sh "$heads" "$distilled" | shown_stream >"$work/levers.md"
+section "Sampling: what moves tokens per call at temperature 0.8" \
+  "SEEDS=$lever_seeds B=\$B bench/sampling_levers.sh \$W/eagle.heads \$W/eagle_distilled.heads   # the second: $(shown "${dtrain[*]}")" \
+  "Counts, the same on any machine: EAGLE-style heads on aidreams260K itself, four prompts x $lever_seeds seeds, 100 tokens. Every configuration is exactly lossless; what differs is how many tokens a target call yields. Whether a tree's extra rows pay depends on t(n) (the cost section below); the headline above times one tree."
+cat "$work/levers.md" >>"$frag"
 
 # --- the other measurements -----------------------------------------------------------------------
 if [ "$smoke" = 1 ]; then

@@ -153,7 +153,12 @@ TEST_CASE("cli: every flag in every spelling") {
     CHECK(parse({"--tree", "4x2x2"}).tree == std::vector<std::size_t>{4, 2, 2});
     CHECK(parse({"--replacement", "without"}).draw == specdec::candidate_draw::without_replacement);
     CHECK(parse({"--replacement", "with"}).draw == specdec::candidate_draw::iid);
-    CHECK(parse({}).verification == specdec::chain_verification::token);
+    CHECK(parse({}).verification == specdec::chain_verification::token);  // greedy
+    CHECK(parse({"--temp", "0.8"}).verification == specdec::chain_verification::block);
+    CHECK(parse({"--temp", "0.8", "--tree", "2x2"}).verification ==
+          specdec::chain_verification::token);
+    CHECK(parse({"--temp", "0.8", "--verification", "token"}).verification ==
+          specdec::chain_verification::token);
     CHECK(parse({"--verification", "block"}).verification == specdec::chain_verification::block);
   }
   SECTION("a later flag wins, across spellings") {
