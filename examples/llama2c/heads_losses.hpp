@@ -61,6 +61,32 @@ std::pair<S, std::size_t> cross_entropy(mat<S> logits, std::span<const int> labe
   return {loss, n};
 }
 
+/// Soft cross-entropy -sum_x p(x) log q(x) summed over the rows, with p = softmax(target / t)
+/// (the target model's own distribution at temperature t) and q = softmax(logits / t), and in
+/// `dlogits` its gradient, (q - p) / t per row. Distillation at the temperature of use: the loss
+/// is smallest where q_t = p_t, which makes acceptance, sum_x min(p_t(x), q_t(x)), 1.
+template <class S>
+S soft_cross_entropy(const mat<S>& logits, const mat<S>& target, S t, mat<S>& dlogits) {
+  mat<S> q = logits / t, p = target / t;
+  softmax_rows(q);
+  softmax_rows(p);
+  S loss = 0;
+  for (Eigen::Index i = 0; i < q.rows(); ++i)
+    for (Eigen::Index j = 0; j < q.cols(); ++j)
+      if (p(i, j) > S(0)) loss -= p(i, j) * std::log(std::max(q(i, j), S(1e-30)));
+  dlogits = (q - p) / t;
+  return loss;
+}
+
+/// What the EAGLE-style loss distils from the target besides the sampled labels: `weight` in
+/// [0, 1] of the cross-entropy moves from the label to the target's own distribution at
+/// `temperature` (soft_cross_entropy); 0 = labels only.
+template <class S>
+struct distill_options {
+  S weight = 0;
+  S temperature = 1;
+};
+
 /// One Medusa head's parameters: r = x + SiLU(x W^T + b), logits = r C^T (C empty: shared).
 template <class S>
 struct medusa_params {
@@ -100,7 +126,7 @@ struct eagle_params {
 template <class S>
 S eagle_loss(const eagle_params<S>& p, const mat<S>& f, const mat<S>& e, const mat<S>& target,
              std::span<const int> labels, const mat<S>& classifier, S regression,
-             eagle_params<S>* g) {
+             eagle_params<S>* g, distill_options<S> distill = {}) {
   const Eigen::Index d = f.cols();
   mat<S> u(f.rows(), 2 * d);
   u << f, e;
@@ -108,11 +134,19 @@ S eagle_loss(const eagle_params<S>& p, const mat<S>& f, const mat<S>& e, const m
   const mat<S> s = silu(z);
   const mat<S> next = (f + s * p.w2.transpose()).rowwise() + p.b2.row(0);
   mat<S> dl;
-  auto [ce, n] = cross_entropy<S>(next * classifier.transpose(), labels, dl);
+  const mat<S> logits = next * classifier.transpose();
+  auto [ce, n] = cross_entropy<S>(logits, labels, dl);
   const S rows = static_cast<S>(f.rows());
   const mat<S> diff = next - target;
-  const S loss = ce / rows + regression * diff.squaredNorm() / rows;
+  S loss = ce / rows + regression * diff.squaredNorm() / rows;
   (void)n;
+  if (distill.weight > S(0)) {  // the label's share moves to the target's distribution
+    mat<S> ds;
+    const S soft = soft_cross_entropy<S>(logits, target * classifier.transpose(),
+                                         distill.temperature, ds);
+    loss += distill.weight * (soft - ce) / rows;
+    dl = (S(1) - distill.weight) * dl + distill.weight * ds;
+  }
   if (g) {
     const mat<S> dnext = (dl * classifier + S(2) * regression * diff) / rows;
     g->w2 += dnext.transpose() * s;

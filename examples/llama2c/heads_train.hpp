@@ -38,6 +38,10 @@ struct train_options {
   std::size_t inner = 256;          ///< eagle: the MLP's width
   float regression = 0.1f;          ///< eagle: weight of the hidden-state error
   float noise = 0.0f;               ///< eagle: uniform noise +-noise on the input hidden rows
+  /// eagle: share of the cross-entropy taken against the target's own distribution at
+  /// distill_temperature instead of the sampled label (heads_losses.hpp's distill_options).
+  float distill = 0.0f;
+  float distill_temperature = 1.0f;
   std::size_t batch = 256;
   std::size_t steps = 6000;         ///< Adam steps, at most
   double seconds = 540.0;           ///< wall-clock bound on the steps (a cap; steps decide)
@@ -291,7 +295,8 @@ inline heads_record train_heads(const model& target, const std::vector<sequence>
         loss += medusa_loss<float>(mp[k], x, labels, classifier, &mg[k]);
       }
     } else {
-      loss = eagle_loss<float>(ep, x, e, tgt, labels, classifier, o.regression, &eg);
+      loss = eagle_loss<float>(ep, x, e, tgt, labels, classifier, o.regression, &eg,
+                               {o.distill, o.distill_temperature});
     }
     cursor += batch;
     opt.step(params, grads);

@@ -111,6 +111,13 @@ int main(int argc, char** argv) {
   app.add_option("--regression", o.train.regression,
                  "eagle: weight of the hidden-state error (default 0.1)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--distill", o.train.distill,
+                 "eagle: share in [0, 1] of the cross-entropy taken against the target's own "
+                 "distribution (at --distill-temp) instead of the sampled token (default 0)")
+      ->check(CLI::Range(0.0f, 1.0f));
+  app.add_option("--distill-temp", o.train.distill_temperature,
+                 "eagle: the temperature of that distribution and of the heads' (default 1)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--noise", o.train.noise, "eagle: uniform noise on the input rows (default 0)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--attn-heads", o.attn.heads,

@@ -79,6 +79,21 @@ TEST_CASE("heads_train: EAGLE-style gradients match finite differences") {
   CHECK(worst(p.b1, g.b1, loss) < 1e-6);
   CHECK(worst(p.w2, g.w2, loss) < 1e-6);
   CHECK(worst(p.b2, g.b2, loss) < 1e-6);
+  SECTION("with distillation (a share of the cross-entropy on the target's distribution)") {
+    for (const tr::distill_options<double> distill :
+         {tr::distill_options<double>{0.6, 0.8}, tr::distill_options<double>{1.0, 1.3}}) {
+      tr::eagle_params<double> gd{dmat::Zero(m, 2 * d), dmat::Zero(1, m), dmat::Zero(d, m),
+                                  dmat::Zero(1, d)};
+      tr::eagle_loss<double>(p, f, e, target, labels, classifier, 0.3, &gd, distill);
+      const auto dloss = [&] {
+        return tr::eagle_loss<double>(p, f, e, target, labels, classifier, 0.3, nullptr, distill);
+      };
+      CHECK(worst(p.w1, gd.w1, dloss) < 1e-6);
+      CHECK(worst(p.b1, gd.b1, dloss) < 1e-6);
+      CHECK(worst(p.w2, gd.w2, dloss) < 1e-6);
+      CHECK(worst(p.b2, gd.b2, dloss) < 1e-6);
+    }
+  }
 }
 
 namespace {
