@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -52,6 +53,19 @@ struct llama_cli_options {
   std::string help;  ///< non-empty: print it, exit 0
 };
 
+/// The most leaves a --tree may have: llama.cpp's LLAMA_MAX_SEQ, one sequence per leaf.
+inline constexpr std::size_t max_tree_leaves = 256;
+
+/// The leaves of the full tree of `branching` (their product), saturated above max_tree_leaves.
+inline std::size_t tree_leaves(std::span<const std::size_t> branching) noexcept {
+  std::size_t leaves = 1;
+  for (const std::size_t b : branching) {
+    if (b > max_tree_leaves || leaves * b > max_tree_leaves) return max_tree_leaves + 1;
+    leaves *= b;
+  }
+  return leaves;
+}
+
 /// Parses argv (without the program name). Throws usage_error naming the flag.
 inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
   llama_cli_options c;
@@ -87,7 +101,8 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
                  "drafts shorter than this are not verified");
   app.add_option("--spec-draft-p-min,--draft-p-min", c.draft_p_min,
                  "a draft model stops below this top probability");
-  app.add_option("--tree", tree, "a token tree per step, branching per level (e.g. 2x2x1)");
+  app.add_option("--tree", tree, "a token tree per step, branching per level (e.g. 2x2x1); a fixed "
+                                 "shape (the speed policy is off)");
   app.add_option("--verification", verification, "token | block (chains)");
   app.add_option("--grammar-file,--grammar", grammar, "GBNF grammar file");
   app.add_flag("--ignore-eos", c.ignore_eos, "do not stop at end-of-generation tokens");
@@ -132,6 +147,11 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
       throw usage_error(std::string("--tree: ") + e.what());
     }
     if (c.draft == llama_draft::none) throw usage_error("--tree: needs a drafter (--draft)");
+    if (tree_leaves(c.tree) > max_tree_leaves)
+      throw usage_error("--tree " + tree + ": more than " + std::to_string(max_tree_leaves) +
+                        " leaves; a tree is scored in one llama_decode with a sequence per leaf, "
+                        "and llama.cpp takes at most " + std::to_string(max_tree_leaves) +
+                        " sequences (LLAMA_MAX_SEQ)");
   }
   if (verification == "block") c.verification = specdec::chain_verification::block;
   else if (verification != "token")

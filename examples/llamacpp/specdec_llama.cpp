@@ -1,7 +1,8 @@
 // specdec-llama: speculative decoding with specdec on llama.cpp GGUF models. The target runs in
 // one llama.cpp context (llamacpp/tree_model.hpp: chains and whole token trees in one
 // llama_decode); the drafter is a GGUF draft model in a second context, n-gram prompt lookup, or
-// nobody. Without --spec-draft-n-max, the draft shape is planned before every step from the
+// nobody. --grammar-file masks every row with a GBNF grammar (llamacpp/grammar_processor.hpp).
+// Without --spec-draft-n-max or --tree, the draft shape is planned before every step from the
 // target's measured cost curve and the acceptance seen so far (specdec::calibrate +
 // specdec::speed_policy), and plain decoding is chosen when no shape is predicted to pay.
 //
@@ -21,6 +22,7 @@
 #include <specdec/specdec.hpp>
 
 #include "llamacpp/context_model.hpp"
+#include "llamacpp/grammar_processor.hpp"
 #include "llamacpp/llama_cli.hpp"
 #include "llamacpp/tree_model.hpp"
 #include "llamacpp/vocab_text.hpp"
@@ -67,8 +69,6 @@ json options_json(const llama_cli_options& c, const specdec::generate_options& o
 }
 
 int run(const llama_cli_options& c) {
-  if (!c.grammar_file.empty())
-    throw std::invalid_argument("--grammar-file: not supported yet (docs/llamacpp.md, \"Not yet\")");
   set_llama_log_level(false);
   std::string prompt_text = c.prompt;
   if (!c.prompt_file.empty()) {
@@ -81,7 +81,9 @@ int run(const llama_cli_options& c) {
   const gguf_model target_file(c.model);
   const context_options co{.n_ctx = c.ctx_size, .n_threads = c.threads};
   const std::size_t n_ctx = c.ctx_size ? c.ctx_size : target_file.trained_context();
-  tree_model target(target_file, tree_options(std::min<std::size_t>(64, n_ctx), co));
+  // A sequence per leaf: --tree's leaves, or 64 for the policy's trees (its max_nodes is 32).
+  const std::size_t leaves = c.tree.empty() ? 64 : tree_leaves(c.tree);
+  tree_model target(target_file, tree_options(std::min(leaves, n_ctx), co));
   const std::vector<specdec::token_id> prompt = tokenize(target_file, prompt_text);
   if (prompt.empty()) throw std::invalid_argument("-p: the prompt has no tokens");
   if (prompt.size() >= target.max_size())
@@ -93,6 +95,11 @@ int run(const llama_cli_options& c) {
   o.max_new_tokens = std::min(c.n_predict, target.max_size() - prompt.size());
   if (!c.ignore_eos) o.stop_tokens = end_of_generation_tokens(target_file);
   o.sampling = c.sampling;
+  if (!c.grammar_file.empty()) {  // every row, target's and draft model's, masked by the grammar
+    grammar_processor grammar(target_file, c.grammar_file);
+    grammar.start(prompt);
+    o.sampling.processor = grammar;
+  }
   o.draft_length = c.k.value_or(4);
   o.tree = c.tree;
   o.verification = c.verification;
@@ -109,7 +116,7 @@ int run(const llama_cli_options& c) {
   report["options"] = options_json(c, o);
   report["prompt_tokens"] = prompt.size();
   auto decode = [&](auto& drafter) {
-    if (!c.k && c.draft != llama_draft::none) {
+    if (!c.k && c.tree.empty() && c.draft != llama_draft::none) {  // --tree: a fixed shape
       const auto cost = specdec::calibrate(target, drafter);
       o.replan = specdec::speed_policy(cost);
       report["policy_cost_curve"] = cost.target;

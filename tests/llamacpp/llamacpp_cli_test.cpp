@@ -1,0 +1,30 @@
+// tests/llamacpp/llamacpp_cli_test.cpp - specdec-llama's command line (llamacpp/llama_cli.hpp):
+// the tree flag's bounds (a sequence per leaf, at most llama.cpp's 256) and --grammar-file.
+// Parsing loads nothing, so this runs without the GGUF models.
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>
+
+#include <llamacpp/llama_cli.hpp>
+
+using namespace specdec::llamacpp;
+
+TEST_CASE("specdec-llama cli: --tree counts its leaves against llama.cpp's 256 sequences") {
+  const std::vector<std::string> base{"-m", "t.gguf", "-md", "d.gguf", "--tree"};
+  auto with = [&](const char* shape) {
+    auto a = base;
+    a.emplace_back(shape);
+    return parse_llama_cli(a);
+  };
+  CHECK(with("9x9").tree == std::vector<std::size_t>{9, 9});
+  CHECK(tree_leaves(with("9x9").tree) == 81);
+  CHECK(tree_leaves(with("4x4x4x4").tree) == 256);
+  REQUIRE_THROWS_WITH(with("9x9x9"),
+                      "--tree 9x9x9: more than 256 leaves; a tree is scored in one llama_decode with a "
+                      "sequence per leaf, and llama.cpp takes at most 256 sequences (LLAMA_MAX_SEQ)");
+  CHECK(tree_leaves(std::vector<std::size_t>{1000, 1000, 1000}) == max_tree_leaves + 1);
+}
+
+TEST_CASE("specdec-llama cli: --grammar-file and --grammar name the GBNF file") {
+  CHECK(parse_llama_cli({"-m", "t.gguf", "--grammar-file", "g.gbnf"}).grammar_file == "g.gbnf");
+  CHECK(parse_llama_cli({"-m", "t.gguf", "--grammar", "h.gbnf"}).grammar_file == "h.gbnf");
+}
