@@ -50,6 +50,7 @@
 #include "support/hidden_table_model.hpp"
 #include "support/table_model.hpp"
 #include "support/tree_table_model.hpp"
+#include "support/window_law_runs.hpp"
 
 namespace {
 
@@ -63,15 +64,15 @@ using specdec::test::table_model_options;
 using specdec::test::window_counts;
 using laws_t = std::vector<std::vector<double>>;
 
-constexpr std::size_t vocab = 4;
-constexpr std::size_t width = 3;  // the window: x_{j-2}, x_{j-1}, x_j
-const table_model_options target_table{.vocab_size = vocab, .order = 3, .seed = 21, .scale = 1.5f};
-// Close to the target (a draft is kept with probability about 0.87 at T = 1), so that a step of
-// 8 drafts is often kept whole (27% of first steps at T = 1, 18% under the combined warp) and
-// the bonus token at depth 8 is drawn, yet rejections happen at every depth.
-const table_model_options draft_table{
-    .vocab_size = vocab, .order = 3, .seed = 21, .scale = 1.5f, .mix = 0.35f, .mix_seed = 4};
-const std::vector<token_id> prompt{1, 2};
+// The order-3 tables, the vocabulary, the window and the prompt: support/window_law_runs.hpp
+// (the draft is close to the target: a draft is kept with probability about 0.87 at T = 1, so a
+// step of 8 drafts is often kept whole, 27% of first steps at T = 1 and 18% under the combined
+// warp, and the bonus token at depth 8 is drawn, yet rejections happen at every depth).
+using specdec::test::law::draft_table;
+using specdec::test::law::prompt;
+using specdec::test::law::target_table;
+using specdec::test::law::vocab;
+using specdec::test::law::width;
 
 struct warping {
   std::string name;
@@ -103,10 +104,7 @@ const laws_t& exact_laws(std::size_t warp_index, std::size_t length) {
   return laws;
 }
 
-struct sampled {
-  window_counts windows;
-  depth_reached depth;
-};
+using specdec::test::law::sampled;
 
 // `trials` generations of `length` tokens by run(seed) -> generate_result.
 // The laws depend on the context's last two tokens only, so any prompt ending in {1, 2} shares
@@ -117,14 +115,7 @@ sampled sample_runs(Run&& run, std::size_t length, int trials, std::uint64_t fir
   REQUIRE(context.size() >= 2);
   REQUIRE(context[context.size() - 2] == prompt[0]);
   REQUIRE(context.back() == prompt[1]);
-  sampled out{window_counts(vocab, length, width), {}};
-  for (int t = 0; t < trials; ++t) {
-    const specdec::generate_result r = run(first_seed + static_cast<std::uint64_t>(t));
-    if (r.tokens.size() != length) FAIL("a run ended after " << r.tokens.size() << " tokens");
-    out.windows.add(context, r.tokens);
-    out.depth.add(r.stats);
-  }
-  return out;
+  return specdec::test::law::sample_runs(run, length, trials, first_seed, context);
 }
 
 // Options of one sampled generation of `length` tokens.
@@ -497,43 +488,11 @@ namespace {
 using specdec::test::hidden_table_model;
 using capture = specdec::hidden_capture<hidden_table_model>;
 
-row_matrix random_matrix(Eigen::Index rows, Eigen::Index cols, float scale, std::uint64_t seed) {
-  specdec::rng g(seed);
-  row_matrix m(rows, cols);
-  for (Eigen::Index i = 0; i < m.size(); ++i)
-    m.data()[i] = scale * static_cast<float>(2.0 * g.uniform_open() - 1.0);
-  return m;
-}
-
-specdec::weight_view view(const row_matrix& m) { return {m.data(), m.rows(), m.cols()}; }
-
-specdec::medusa_weights medusa_heads(std::size_t heads) {
-  specdec::medusa_weights w;
-  const auto V = static_cast<Eigen::Index>(vocab);
-  for (std::size_t k = 0; k < heads; ++k)
-    w.heads.push_back({random_matrix(V, V, 0.8f, 10 + k), random_matrix(1, V, 0.5f, 20 + k),
-                       random_matrix(V, V, 1.5f, 30 + k)});
-  return w;
-}
-
-specdec::eagle_weights eagle_predictor() {
-  const auto V = static_cast<Eigen::Index>(vocab);
-  const Eigen::Index M = 16;
-  return {random_matrix(M, 2 * V, 0.8f, 41),
-          random_matrix(1, M, 0.3f, 42),
-          random_matrix(V, M, 0.8f, 43),
-          random_matrix(1, V, 0.3f, 44),
-          1.0f,
-          {},
-          {}};
-}
-
-const row_matrix& embedding() {
-  static const row_matrix e = random_matrix(vocab, vocab, 1.0f, 50);
-  return e;
-}
-
-enum class head_kind { medusa, eagle };
+using specdec::test::law::eagle_predictor;
+using specdec::test::law::embedding;
+using specdec::test::law::head_kind;
+using specdec::test::law::medusa_heads;
+using specdec::test::law::view;
 
 sampled run_heads(head_kind kind, specdec::head_candidates candidates,
                   const specdec::generate_options& o, int trials, std::uint64_t seed) {
