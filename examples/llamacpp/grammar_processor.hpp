@@ -45,7 +45,8 @@ namespace specdec::llamacpp {
  *
  * A copy shares the grammar and its cache with the original (a shared_ptr), so it can be put in
  * sampling_params::processor by value. Deterministic in the prefix. Not thread-safe (neither
- * the original nor its copies).
+ * the original nor its copies). It reads the model's vocabulary: it must not outlive the
+ * gguf_model it was made on.
  */
 class grammar_processor {
  public:

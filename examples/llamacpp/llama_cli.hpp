@@ -1,7 +1,7 @@
 // llamacpp/llama_cli.hpp - specdec-llama's command line: argv in, checked llama_cli_options out.
 // llama.cpp's spellings where llama.cpp has the flag (-m, -md / --spec-draft-model,
 // --spec-draft-n-max, --spec-draft-n-min, --spec-draft-p-min, -p, -f, -n, -c, -t, --temp,
-// --top-k, --top-p, --min-p, -s, --ignore-eos, --grammar-file), specdec's own for the rest (--draft, --tree,
+// --top-k, --top-p, --min-p, -s, --ignore-eos, --grammar, --grammar-file), specdec's own for the rest (--draft, --tree,
 // --verification, --json, --compare-plain). Parsing loads nothing; tests may call it freely.
 #pragma once
 
@@ -46,7 +46,8 @@ struct llama_cli_options {
   float draft_p_min = 0.0f;      ///< --spec-draft-p-min
   std::vector<std::size_t> tree;  ///< --tree 2x2x1; empty = chains
   specdec::chain_verification verification = specdec::chain_verification::token;
-  std::string grammar_file;  ///< --grammar-file / --grammar: GBNF
+  std::string grammar_file;  ///< --grammar-file: a GBNF file
+  std::string grammar;       ///< --grammar: GBNF text (llama.cpp's spelling); one of the two
   bool ignore_eos = false;  ///< --ignore-eos: end-of-generation tokens do not stop it
   bool json = false;
   bool compare_plain = false;
@@ -74,7 +75,7 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
   // llama.cpp's -md is a two-letter short name, which CLI11 (like getopt) cannot declare.
   for (auto& a : args)
     if (a == "-md") a = "--spec-draft-model";
-  std::string draft = "auto", tree, verification = "token", grammar;
+  std::string draft = "auto", tree, verification = "token";
   std::size_t k = 0, n_predict = c.n_predict;
   long long n_signed = 0;
   std::uint64_t seed = 0;
@@ -104,7 +105,8 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
   app.add_option("--tree", tree, "a token tree per step, branching per level (e.g. 2x2x1); a fixed "
                                  "shape (the speed policy is off)");
   app.add_option("--verification", verification, "token | block (chains)");
-  app.add_option("--grammar-file,--grammar", grammar, "GBNF grammar file");
+  app.add_option("--grammar-file", c.grammar_file, "GBNF grammar file");
+  app.add_option("--grammar", c.grammar, "GBNF grammar text");
   app.add_flag("--ignore-eos", c.ignore_eos, "do not stop at end-of-generation tokens");
   app.add_flag("--json", c.json, "one JSON object on stdout at the end");
   app.add_flag("--compare-plain", c.compare_plain, "also time plain decoding, print the speed-up");
@@ -160,7 +162,8 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
     throw usage_error("--verification block: applies to chains, not to --tree");
   if (c.prompt.empty() == c.prompt_file.empty() && !(c.prompt.empty() && c.prompt_file.empty()))
     throw usage_error("-p and -f: give one of them, not both");
-  c.grammar_file = grammar;
+  if (!c.grammar.empty() && !c.grammar_file.empty())
+    throw usage_error("--grammar and --grammar-file: give one of them, not both");
   return c;
 }
 

@@ -65,6 +65,7 @@ json options_json(const llama_cli_options& c, const specdec::generate_options& o
   j["tree"] = c.tree;
   j["verification"] = c.verification == specdec::chain_verification::block ? "block" : "token";
   j["grammar_file"] = c.grammar_file;
+  j["grammar"] = c.grammar;
   return j;
 }
 
@@ -95,8 +96,10 @@ int run(const llama_cli_options& c) {
   o.max_new_tokens = std::min(c.n_predict, target.max_size() - prompt.size());
   if (!c.ignore_eos) o.stop_tokens = end_of_generation_tokens(target_file);
   o.sampling = c.sampling;
-  if (!c.grammar_file.empty()) {  // every row, target's and draft model's, masked by the grammar
-    grammar_processor grammar(target_file, c.grammar_file);
+  if (!c.grammar_file.empty() || !c.grammar.empty()) {  // every row, target's and draft's, masked
+    grammar_processor grammar = c.grammar.empty()
+                                    ? grammar_processor(target_file, c.grammar_file)
+                                    : grammar_processor::from_text(target_file, c.grammar, "--grammar");
     grammar.start(prompt);
     o.sampling.processor = grammar;
   }

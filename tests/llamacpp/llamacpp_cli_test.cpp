@@ -1,5 +1,6 @@
 // tests/llamacpp/llamacpp_cli_test.cpp - specdec-llama's command line (llamacpp/llama_cli.hpp):
-// the tree flag's bounds (a sequence per leaf, at most llama.cpp's 256) and --grammar-file.
+// the tree flag's bounds (a sequence per leaf, at most llama.cpp's 256), --grammar-file and
+// --grammar.
 // Parsing loads nothing, so this runs without the GGUF models.
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
@@ -24,7 +25,12 @@ TEST_CASE("specdec-llama cli: --tree counts its leaves against llama.cpp's 256 s
   CHECK(tree_leaves(std::vector<std::size_t>{1000, 1000, 1000}) == max_tree_leaves + 1);
 }
 
-TEST_CASE("specdec-llama cli: --grammar-file and --grammar name the GBNF file") {
+TEST_CASE("specdec-llama cli: --grammar-file names a GBNF file, --grammar gives the text") {
   CHECK(parse_llama_cli({"-m", "t.gguf", "--grammar-file", "g.gbnf"}).grammar_file == "g.gbnf");
-  CHECK(parse_llama_cli({"-m", "t.gguf", "--grammar", "h.gbnf"}).grammar_file == "h.gbnf");
+  const auto c = parse_llama_cli({"-m", "t.gguf", "--grammar", "root ::= [0-9]+"});
+  CHECK(c.grammar == "root ::= [0-9]+");
+  CHECK(c.grammar_file.empty());
+  REQUIRE_THROWS_WITH(
+      parse_llama_cli({"-m", "t.gguf", "--grammar", "root ::= \"a\"", "--grammar-file", "g"}),
+      "--grammar and --grammar-file: give one of them, not both");
 }
