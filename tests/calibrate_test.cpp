@@ -101,9 +101,24 @@ TEST_CASE("calibrate: the curve is t(n) per n, the median over rounds, non-decre
       return n == 3 ? 0.5 : static_cast<double>(n);
     });
     const auto t = specdec::measure_cost_curve(m, {.max_n = 5}, clock);
-    CHECK(t[2] == 2.0);
-    CHECK(t[3] == 2.0);
+    CHECK(t[1] == 1.0);
+    CHECK(t[2] == Approx(1.25));  // 2 and 0.5 pooled: the nearest non-decreasing curve
+    CHECK(t[3] == Approx(1.25));
     CHECK(t[4] == 4.0);
+  }
+  SECTION("one slow point is averaged with the later ones, not copied onto them") {
+    // A flat curve from n = 5 on (a kernel's tile) with n = 5 measured slow: the running maximum
+    // would give t(6..8) = 1.5; the least-squares fit pools 5..8.
+    clocked_model m({.vocab_size = 16}, now, [](std::size_t n, std::size_t) {
+      return n < 5 ? 1.0 : n == 5 ? 1.5 : 1.2;
+    });
+    const auto t = specdec::measure_cost_curve(m, {.max_n = 8}, clock);
+    for (std::size_t n = 5; n <= 8; ++n) CHECK(t[n] == Approx((1.5 + 3 * 1.2) / 4));
+  }
+  SECTION("isotonic_fit is the pool-adjacent-violators fit") {
+    std::vector<double> v{1, 3, 2, 2, 5, 4};
+    specdec::detail::isotonic_fit(v);
+    CHECK(v == std::vector<double>{1, 7.0 / 3, 7.0 / 3, 7.0 / 3, 4.5, 4.5});
   }
   SECTION("past 8, a grid about 25% apart and linear between") {
     const auto points = specdec::detail::calibration_points(33);

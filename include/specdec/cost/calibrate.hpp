@@ -79,6 +79,28 @@ inline double median_of(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
+/// The non-decreasing sequence nearest to `v` in least squares (pool adjacent violators): a
+/// value above a later one is averaged with it, so one slow point raises its neighbours by its
+/// share instead of lifting every later point to itself. O(n); allocates two vectors of n.
+inline void isotonic_fit(std::vector<double>& v) {
+  std::vector<double> sum;
+  std::vector<std::size_t> count;
+  for (double x : v) {
+    sum.push_back(x);
+    count.push_back(1);
+    while (sum.size() > 1 && sum[sum.size() - 2] * static_cast<double>(count.back()) >
+                                 sum.back() * static_cast<double>(count[count.size() - 2])) {
+      sum[sum.size() - 2] += sum.back();
+      count[count.size() - 2] += count.back();
+      sum.pop_back();
+      count.pop_back();
+    }
+  }
+  std::size_t i = 0;
+  for (std::size_t b = 0; b < sum.size(); ++b)
+    for (std::size_t c = 0; c < count[b]; ++c) v[i++] = sum[b] / static_cast<double>(count[b]);
+}
+
 /// Times calls of n tokens after `model`'s context and puts the context back after each.
 template <LanguageModel Model, class Clock>
 class call_timer {
@@ -145,8 +167,10 @@ class call_timer {
  * n = 1..options.max_n: element n of the result (element 0 is 0), as step_cost_model::target
  * wants it. One warm-up call of max_n tokens, then rounds that each time every measured n once
  * (calibration_points), so that a change of machine speed lands on all n alike; t(n) is the
- * median over the rounds, interpolated between measured n, and made non-decreasing (more
- * tokens never do less work: a dip is noise a planner would chase).
+ * median over the rounds, made non-decreasing by the nearest such curve in least squares
+ * (detail::isotonic_fit: more tokens never do less work, a dip is noise a planner would chase,
+ * and one slow point is averaged with the later ones it exceeds rather than lifting them all),
+ * then interpolated between measured n.
  *
  * Cost: the warm-up plus min_rounds to max_rounds rounds of sum over measured n of t(n), the
  * budget deciding how many past min_rounds (the default, 9 points: about 3 x 11 t(1) on a
@@ -176,11 +200,14 @@ std::vector<double> measure_cost_curve(Model& model, const calibrate_options& op
     spent += this_round;
     if (round + 1 >= options.min_rounds && spent + this_round > options.budget_seconds) break;
   }
+  std::vector<double> medians(points.size());
+  for (std::size_t i = 0; i < points.size(); ++i) medians[i] = detail::median_of(samples[i]);
+  detail::isotonic_fit(medians);
   std::vector<double> t(max_n + 1, 0.0);
   double prev_t = 0.0;
   std::size_t prev_n = 0;
   for (std::size_t i = 0; i < points.size(); ++i) {
-    const double here = std::max(detail::median_of(samples[i]), prev_t);
+    const double here = medians[i];
     for (std::size_t n = prev_n + 1; n <= points[i]; ++n)  // linear between measured points
       t[n] = prev_n == 0 ? here
                          : prev_t + (here - prev_t) * static_cast<double>(n - prev_n) /
