@@ -190,6 +190,7 @@ class cli_parser {
     args_ = args;
     for (auto& a : args)
       if (a == "-md") a = "--model-draft";
+    spec_type(args);
     check_single_dash_words(args);
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 pops from the back
     cli_options c;
@@ -206,13 +207,43 @@ class cli_parser {
   }
 
  private:
+  // llama.cpp's --spec-type T, rewritten to --draft before parsing: draft-simple (or draft) is
+  // the draft model (-md PATH, else the default), ngram-* prompt lookup, none plain decoding.
+  static void spec_type(std::vector<std::string>& args) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      std::string value;
+      std::size_t take = 0;
+      if (args[i] == "--spec-type") {
+        if (i + 1 >= args.size()) throw usage_error("--spec-type: needs a value");
+        value = args[i + 1];
+        take = 2;
+      } else if (args[i].starts_with("--spec-type=")) {
+        value = args[i].substr(12);
+        take = 1;
+      } else {
+        continue;
+      }
+      std::vector<std::string> with;
+      if (value.starts_with("ngram")) with = {"--draft", "ngram"};
+      else if (value == "none") with = {"--draft", "none"};
+      else if (value != "draft-simple" && value != "draft")
+        throw usage_error("--spec-type '" + value +
+                          "': specdec-generate knows draft-simple, ngram-* and none");
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i),
+                 args.begin() + static_cast<std::ptrdiff_t>(i + take));
+      args.insert(args.begin() + static_cast<std::ptrdiff_t>(i), with.begin(), with.end());
+      i += with.size();
+      --i;
+    }
+  }
+
   void add_flag(const char* names, bool& slot, const char* what, const char* group) {
     all_.push_back(app_.add_flag(names, slot, what)->group(group));
   }
 
   // Every name a user may type, with its dashes.
   std::vector<std::string> spellings() const {
-    std::vector<std::string> out{"-h", "--help", "-md"};
+    std::vector<std::string> out{"-h", "--help", "-md", "--spec-type"};
     for (const CLI::Option* o : all_) {
       for (const auto& s : o->get_snames()) out.push_back("-" + s);
       for (const auto& l : o->get_lnames()) out.push_back("--" + l);

@@ -109,6 +109,11 @@ TEST_CASE("cli: every flag in every spelling") {
     CHECK(parse({"--spec-draft-n-min", "2"}).draft_min == 2);  // llama.cpp's 2026 spellings
     CHECK(parse({"--spec-draft-p-min", "0.5"}).draft_p_min == 0.5f);
     CHECK(parse({"--spec-draft-model", "d.bin"}).draft_model == "d.bin");
+    CHECK(parse({"--spec-type", "ngram-simple"}).draft == l2::draft_kind::ngram);
+    CHECK(parse({"--spec-type=ngram-mod", "-k", "8"}).draft == l2::draft_kind::ngram);
+    CHECK(parse({"--spec-type", "none"}).draft == l2::draft_kind::none);
+    CHECK(parse({"--spec-type", "draft-simple", "-md", "d.bin"}).draft == l2::draft_kind::model);
+    CHECK(parse({"--spec-type", "draft-simple"}).draft == l2::draft_kind::layers);
     CHECK(parse({"-k", "0"}).k == 0);
     CHECK(parse({"-k", "1024"}).k == 1024);
     CHECK(parse({"--draft-min", "2"}).draft_min == 2);
@@ -281,6 +286,8 @@ TEST_CASE("cli: bad values name the flag and the value") {
     bad({"--draft-min", "5"}, "--draft-min '5': exceeds the largest draft (--draft-max 4)");
     bad({"-k", "3", "--draft-min", "4"}, "--draft-min '4': exceeds the largest draft (-k 3)");
     bad({"--draft-min", "x"}, "--draft-min 'x': is not a whole number");
+    bad({"--spec-type", "eagle3"}, "--spec-type 'eagle3': specdec-generate knows draft-simple, ngram-* and none");
+    bad({"--spec-type"}, "--spec-type: needs a value");
     bad({"--draft-temp", "-1"}, "--draft-temp '-1': must be >= 0 (0 = the drafter's top tokens)");
     bad({"--repeat-penalty", "0"}, "--repeat-penalty '0': must be > 0 (1 = off)");
     bad({"--repeat-last-n", "-3"}, "--repeat-last-n '-3': is not a whole number");
