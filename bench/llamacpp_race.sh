@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# bench/llamacpp_race.sh [BUILD_DIR] [THREADS] [REPS] - specdec-llama against llama.cpp's own
-# speculative decoding on the same GGUF models, threads and prompts, in one run.
+# bench/llamacpp_race.sh [BUILD_DIR] [THREADS] [REPS] [FA] - specdec-llama against llama.cpp's own
+# speculative decoding on the same GGUF models, threads, prompts and attention kernel, in one run.
+# FA (default on, what llama.cpp's default 'auto' picks on the CPU) is passed as -fa to every
+# system; specdec-policy-fa-off adds specdec-llama at its own default (-fa off, rows independent
+# of the cache layout), which costs the attention kernel's difference (docs/llamacpp.md).
 #
 # Models (made here from ../shared/models by tests/llamacpp/make_gguf.sh --big, never committed):
 # aidreams260K reshaped to the 110M shape (specdec-reshape --shape 110M: the small model's
@@ -28,6 +31,7 @@ cd "$(dirname "$0")/.."
 B=${1:-build/llamacpp}
 T=${2:-1}
 R=${3:-3}
+FA=${4:-on}
 N=100
 M=${SPECDEC_MODELS_DIR:-../shared/models}
 G=$B/race-gguf
@@ -69,7 +73,7 @@ for round in $(seq 1 "$R"); do
     draft=$G/big-draft.gguf
     for temp in 0 0.8; do
       config="$quant T=$temp"
-      common=(-t "$T" -n "$N" --temp "$temp" -s 1 -c 1024)
+      common=(-t "$T" -n "$N" --temp "$temp" -s 1 -c 1024 -fa "$FA")
       for p in "${prompts[@]}"; do
         echo "round $round/$R: $config, prompt \"$p\"" >&2
         run "$config" llama-plain "$bin/llama-completion" -m "$target" -p "$p" "${common[@]}" --ignore-eos -no-cnv
@@ -82,6 +86,8 @@ for round in $(seq 1 "$R"); do
             "${common[@]}" --ignore-eos --spec-type "$type"
         done
         run "$config" specdec-policy "$specdec" -m "$target" -md "$draft" -p "$p" "${common[@]}" --ignore-eos
+        [[ $FA == off ]] || run "$config" specdec-policy-fa-off "$specdec" -m "$target" -md "$draft" -p "$p" \
+          "${common[@]}" --ignore-eos -fa off
         for k in 2 4 6; do
           run "$config" "specdec-$k" "$specdec" -m "$target" -md "$draft" -p "$p" "${common[@]}" --ignore-eos \
             --spec-draft-n-max "$k"
@@ -94,7 +100,7 @@ for round in $(seq 1 "$R"); do
   done
 done
 
-echo "# llamacpp_race.sh: $N tokens, $T thread(s), $R rounds x ${#prompts[@]} prompts; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
+echo "# llamacpp_race.sh: $N tokens, $T thread(s), -fa $FA, $R rounds x ${#prompts[@]} prompts; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
 python3 - "$results" <<'EOF'
 import collections, math, statistics, sys
 rows = collections.defaultdict(list)

@@ -1,7 +1,8 @@
 // llamacpp/llama_cli.hpp - specdec-llama's command line: argv in, checked llama_cli_options out.
 // llama.cpp's spellings where llama.cpp has the flag (-m, -md / --spec-draft-model,
 // --spec-draft-n-max, --spec-draft-n-min, --spec-draft-p-min, -p, -f, -n, -c, -t, --temp,
-// --top-k, --top-p, --min-p, -s, --ignore-eos, --grammar, --grammar-file), specdec's own for the rest (--draft, --tree,
+// --top-k, --top-p, --min-p, -s, -fa, --ignore-eos, --grammar, --grammar-file), specdec's own for
+// the rest (--draft, --tree,
 // --verification, --json, --compare-plain). Parsing loads nothing; tests may call it freely.
 #pragma once
 
@@ -29,6 +30,10 @@ struct usage_error : std::invalid_argument {
 /// Who drafts: nobody (plain decoding), a GGUF draft model (-md), or n-gram prompt lookup.
 enum class llama_draft { none, model, ngram };
 
+/// llama.cpp's flash attention for both contexts (-fa). specdec-llama's default is off: with it
+/// on, a row's logits depend slightly on where its cells lie in the KV cache (docs/llamacpp.md).
+enum class flash_attention { off, on, automatic };
+
 /// What specdec-llama was asked to do.
 struct llama_cli_options {
   std::string model;        ///< -m: the target GGUF
@@ -39,6 +44,7 @@ struct llama_cli_options {
   std::size_t n_predict = 128;
   std::size_t ctx_size = 0;  ///< -c; 0 = the model's trained context
   std::size_t threads = 0;   ///< -t; 0 = llama.cpp's default
+  flash_attention flash_attn = flash_attention::off;  ///< -fa on|off|auto
   specdec::sampling_params sampling{.temperature = 0.8f, .top_k = 40, .top_p = 0.95f,
                                     .min_p = 0.05f};
   std::optional<std::size_t> k;  ///< --spec-draft-n-max; none = the cost-aware policy decides
@@ -72,10 +78,12 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
   llama_cli_options c;
   CLI::App app{"specdec-llama: speculative decoding (specdec) on llama.cpp GGUF models"};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  // llama.cpp's -md is a two-letter short name, which CLI11 (like getopt) cannot declare.
-  for (auto& a : args)
+  // llama.cpp's -md and -fa are two-letter short names, which CLI11 (like getopt) cannot declare.
+  for (auto& a : args) {
     if (a == "-md") a = "--spec-draft-model";
-  std::string draft = "auto", tree, verification = "token";
+    if (a == "-fa") a = "--flash-attn";
+  }
+  std::string draft = "auto", tree, verification = "token", fa = "off";
   std::size_t k = 0, n_predict = c.n_predict;
   long long n_signed = 0;
   std::uint64_t seed = 0;
@@ -90,6 +98,8 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
                                              "full context)")->default_val(128);
   app.add_option("-c,--ctx-size", c.ctx_size, "context size (0: the model's)");
   app.add_option("-t,--threads", c.threads, "threads (0: llama.cpp's default)");
+  app.add_option("--flash-attn", fa, "flash attention: on | off | auto (llama.cpp's default is "
+                                   "auto; off keeps a row independent of cache layout); also -fa");
   app.add_option("--temp", c.sampling.temperature, "temperature (0: greedy)")->default_val(0.8f);
   app.add_option("--top-k", c.sampling.top_k, "top-k (0: off)")->default_val(40);
   app.add_option("--top-p", c.sampling.top_p, "top-p (1: off)")->default_val(0.95f);
@@ -134,6 +144,9 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
   else if (draft == "model") c.draft = llama_draft::model;
   else if (draft == "ngram") c.draft = llama_draft::ngram;
   else throw usage_error("--draft: '" + draft + "' is not none, model or ngram");
+  if (fa == "on") c.flash_attn = flash_attention::on;
+  else if (fa == "auto") c.flash_attn = flash_attention::automatic;
+  else if (fa != "off") throw usage_error("-fa: '" + fa + "' is not on, off or auto");
   if (c.draft == llama_draft::model && c.draft_model.empty())
     throw usage_error("--draft model: needs a draft model (-md FILE)");
   if (*kopt) {

@@ -56,6 +56,9 @@ json options_json(const llama_cli_options& c, const specdec::generate_options& o
   j["n_predict"] = o.max_new_tokens;
   j["ctx_size"] = c.ctx_size;
   j["threads"] = c.threads;
+  j["flash_attn"] = c.flash_attn == flash_attention::on    ? "on"
+                    : c.flash_attn == flash_attention::off ? "off"
+                                                           : "auto";
   j["sampling"] = {{"temperature", c.sampling.temperature}, {"top_k", c.sampling.top_k},
                    {"top_p", c.sampling.top_p},             {"min_p", c.sampling.min_p},
                    {"seed", c.sampling.seed}};
@@ -80,7 +83,12 @@ int run(const llama_cli_options& c) {
     prompt_text = s.str();
   }
   const gguf_model target_file(c.model);
-  const context_options co{.n_ctx = c.ctx_size, .n_threads = c.threads};
+  const context_options co{
+      .n_ctx = c.ctx_size,
+      .n_threads = c.threads,
+      .flash_attn = c.flash_attn == flash_attention::on    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                    : c.flash_attn == flash_attention::off ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                                           : LLAMA_FLASH_ATTN_TYPE_AUTO};
   const std::size_t n_ctx = c.ctx_size ? c.ctx_size : target_file.trained_context();
   // A sequence per leaf: --tree's leaves, or 64 for the policy's trees (its max_nodes is 32).
   const std::size_t leaves = c.tree.empty() ? 64 : tree_leaves(c.tree);

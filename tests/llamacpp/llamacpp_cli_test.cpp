@@ -1,6 +1,6 @@
 // tests/llamacpp/llamacpp_cli_test.cpp - specdec-llama's command line (llamacpp/llama_cli.hpp):
 // the tree flag's bounds (a sequence per leaf, at most llama.cpp's 256), --grammar-file and
-// --grammar.
+// --grammar, -fa.
 // Parsing loads nothing, so this runs without the GGUF models.
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
@@ -33,4 +33,13 @@ TEST_CASE("specdec-llama cli: --grammar-file names a GBNF file, --grammar gives 
   REQUIRE_THROWS_WITH(
       parse_llama_cli({"-m", "t.gguf", "--grammar", "root ::= \"a\"", "--grammar-file", "g"}),
       "--grammar and --grammar-file: give one of them, not both");
+}
+
+TEST_CASE("specdec-llama cli: -fa takes llama.cpp's on | off | auto, off by default") {
+  CHECK(parse_llama_cli({"-m", "t.gguf"}).flash_attn == flash_attention::off);
+  CHECK(parse_llama_cli({"-m", "t.gguf", "-fa", "on"}).flash_attn == flash_attention::on);
+  CHECK(parse_llama_cli({"-m", "t.gguf", "--flash-attn", "auto"}).flash_attn ==
+        flash_attention::automatic);
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "-fa", "yes"}),
+                      "-fa: 'yes' is not on, off or auto");
 }
