@@ -139,7 +139,10 @@ class cli_parser {
              "a draft checkpoint, the same as --draft model:PATH (also -md, as in llama.cpp)", d,
              "PATH");
     k_ = text("-k,--draft-max,--spec-draft-n-max,--num-speculative-tokens", k_text_,
-              "draft tokens per target call, 0 = plain decoding (default 4, at most 1024)", d, "K");
+              "draft tokens per target call, 0 = plain decoding (default 4, at most 1024); auto = "
+              "the speed policy: the target's cost curve is measured first, then K, a tree or "
+              "plain decoding is planned before every step from it and the acceptance seen",
+              d, "K");
     draft_min_ = text("--draft-min,--spec-draft-n-min", draft_min_text_,
                       "do not verify drafts shorter than N tokens: decode one token plainly "
                       "instead (chains only; default 0 = verify any draft)",
@@ -495,8 +498,13 @@ class cli_parser {
         bad(heads_candidates_, heads_candidates_text_, "is not sampled or top");
     }
 
-    if (given(k_))
+    if (given(k_) && k_text_ == "auto") {
+      if (c.draft == draft_kind::none) bad(k_, k_text_, "needs a drafter (--draft)");
+      c.k_auto = true;
+      c.k = 8;  // the longest chain the policy plans (speed_policy's max_depth)
+    } else if (given(k_)) {
       c.k = whole_at_most(k_, k_text_, max_draft_length, "the largest draft (max_draft_length)");
+    }
     if (given(draft_min_)) {
       c.draft_min = whole(draft_min_, draft_min_text_);
       if (c.draft_min > c.k)
@@ -572,6 +580,9 @@ class cli_parser {
       c.tree.assign(std::max<std::size_t>(c.k, 1), 1);  // N candidates of up to k tokens
       c.tree[0] = c.ngram_candidates;
     }
+    if (c.k_auto && !c.tree.empty())
+      throw usage_error(typed(k_) + " auto: plans its own shapes; --tree and --ngram-candidates "
+                        "fix one");
     if (c.draft == draft_kind::none && !c.tree.empty())
       throw usage_error(typed(tree_) + ": needs a drafter (--draft layers:L, model:PATH or ngram)");
     if (given(verification_) && c.verification == specdec::chain_verification::block &&

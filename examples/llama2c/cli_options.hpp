@@ -63,6 +63,7 @@ struct cli_options {
   std::size_t heads_expand = 4;         ///< EAGLE trees: nodes expanded per level (0 = all)
   bool heads_sampled = true;            ///< heads under sampling: drawn candidates (else top)
   std::size_t k = 4;                    ///< draft tokens per target call (--draft-max)
+  bool k_auto = false;  ///< -k auto: the speed policy (calibrate + speed_policy) plans every step
   std::size_t draft_min = 0;            ///< chains shorter than this are not verified (0 = off)
   std::optional<float> draft_temperature;  ///< --draft-temp (generate_options::draft_temperature)
   float draft_p_min = 0.0f;  ///< model drafts stop below this top probability (model_drafter_options::p_min)

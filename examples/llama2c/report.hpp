@@ -78,7 +78,7 @@ inline nlohmann::ordered_json options_json(const cli_options& c) {
     d["heads_expand"] = c.heads_expand;
     d["heads_candidates"] = c.heads_sampled ? "sampled" : "top";
   }
-  d["draft_max"] = c.k;
+  d["draft_max"] = c.k_auto ? nlohmann::ordered_json("auto") : nlohmann::ordered_json(c.k);
   d["draft_min"] = c.draft_min;
   if (c.draft == draft_kind::ngram || c.ngram_first)
     d["ngram"] = {

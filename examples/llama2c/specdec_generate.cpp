@@ -20,6 +20,7 @@
 #include <memory>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <specdec/cost/calibrate.hpp>
 #include <specdec/draft/min_length_drafter.hpp>
 #include <specdec/specdec.hpp>
 #include <sstream>
@@ -101,6 +102,7 @@ int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, T
   o.tree = c.tree;
   o.tree_draw = c.draw;
   o.verification = c.verification;
+  if (c.k_auto) o.replan = specdec::speed_policy(specdec::calibrate(target, drafter));
 
   const bool progress =
       l2::show_progress(isatty(STDERR_FILENO) == 1, isatty(STDOUT_FILENO) == 1, c.json);
@@ -176,6 +178,12 @@ int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, T
     report["stop_reason"] = l2::stop_reason_name(reason);
     report["stats"] = l2::stats_json(r.stats);
     report["draft_min_dropped"] = dropped(drafter);
+    if (c.k_auto)
+      report["policy"] = {{"cost_curve", o.replan.cost.target},
+                          {"draft_per_level", o.replan.cost.draft_per_level},
+                          {"draft_per_node", o.replan.cost.draft_per_node},
+                          {"last_plan", decoder.plan().branching},
+                          {"predicted_tokens_per_step", decoder.plan().tokens_per_step}};
   }
 
   if (c.compare_plain) {
@@ -246,10 +254,10 @@ int generate(const l2::cli_options& c) {
   if (!c.quiet && !c.json)
     std::printf(
         "model %s: dim %zu, %zu layers, vocab %zu, context %zu, %.1f MB loaded in "
-        "%.3f s; %zu thread(s); draft %s, K = %zu\n\n",
+        "%.3f s; %zu thread(s); draft %s, K = %s\n\n",
         c.model.c_str(), target.cfg().dim, target.cfg().n_layers, target.vocab_size(),
         target.max_size(), static_cast<double>(info.bytes) / 1e6, info.load_seconds, info.threads,
-        c.draft_text.c_str(), c.k);
+        c.draft_text.c_str(), c.k_auto ? "auto (the speed policy)" : std::to_string(c.k).c_str());
   switch (c.draft) {
     case l2::draft_kind::none: {
       specdec::no_drafter none;

@@ -116,6 +116,9 @@ TEST_CASE("cli: every flag in every spelling") {
     CHECK(parse({"--spec-type", "draft-simple"}).draft == l2::draft_kind::layers);
     CHECK(parse({"-k", "0"}).k == 0);
     CHECK(parse({"-k", "1024"}).k == 1024);
+    CHECK(!parse({"-k", "4"}).k_auto);
+    CHECK(parse({"-k", "auto"}).k_auto);  // the speed policy: chains up to 8, trees, or plain
+    CHECK(parse({"--spec-draft-n-max", "auto"}).k == 8);
     CHECK(parse({"--draft-min", "2"}).draft_min == 2);
     CHECK(parse({"--draft-p-min", "0.75"}).draft_p_min == 0.75f);
     CHECK(parse({}).draft_p_min == 0.0f);
@@ -286,6 +289,9 @@ TEST_CASE("cli: bad values name the flag and the value") {
     bad({"--draft-min", "5"}, "--draft-min '5': exceeds the largest draft (--draft-max 4)");
     bad({"-k", "3", "--draft-min", "4"}, "--draft-min '4': exceeds the largest draft (-k 3)");
     bad({"--draft-min", "x"}, "--draft-min 'x': is not a whole number");
+    bad({"--draft", "none", "-k", "auto"}, "-k 'auto': needs a drafter (--draft)");
+    bad({"-k", "auto", "--tree", "2x2"},
+        "-k auto: plans its own shapes; --tree and --ngram-candidates fix one");
     bad({"--spec-type", "eagle3"}, "--spec-type 'eagle3': specdec-generate knows draft-simple, ngram-* and none");
     bad({"--spec-type"}, "--spec-type: needs a value");
     bad({"--draft-temp", "-1"}, "--draft-temp '-1': must be >= 0 (0 = the drafter's top tokens)");
