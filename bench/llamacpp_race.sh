@@ -14,7 +14,7 @@
 #   llama-ngram-simple llama-speculative-simple --spec-type ngram-simple (and ngram-mod)
 #   specdec-policy     specdec-llama -md DRAFT (no K: the speed policy plans every step)
 #   specdec-K          specdec-llama -md DRAFT --spec-draft-n-max K (K = 2, 4, 6)
-#   specdec-tree       specdec-llama -md DRAFT --tree 2x2x1x1 (one llama_decode per tree)
+#   specdec-tree       specdec-llama -md DRAFT --tree 4x2x2x1 (44 nodes, one llama_decode per tree)
 #   specdec-ngram      specdec-llama --draft ngram (speed policy)
 # greedy and T = 0.8 (top-k 40, top-p 0.95, min-p 0.05: llama.cpp's defaults), F32 and Q8_0;
 # REPS rounds (default 3), each round running every system once per prompt in the same order,
@@ -53,17 +53,18 @@ tps_completion() { sed -n 's/.* eval time = .*, *\([0-9.]*\) tokens per second.*
 tps_speculative() { sed -n 's/.*decoded .* speed: *\([0-9.]*\) t\/s.*/\1/p' | tail -n 1; }
 
 run() {  # config system command...
-  local config=$1 system=$2 tps
+  local config=$1 system=$2 tps tpc=nan
   shift 2
   if [[ $system == specdec* ]]; then
-    tps=$("$@" --json 2>/dev/null | jq -r '.stats.tokens_per_second')
+    read -r tps tpc < <("$@" --json 2>/dev/null |
+      jq -r '"\(.stats.tokens_per_second) \(.stats.tokens_per_target_call)"') || true
   elif [[ $system == llama-plain ]]; then
     tps=$("$@" 2>&1 | tps_completion)
   else
     tps=$("$@" 2>&1 | tps_speculative)
   fi
   [[ -n $tps && $tps != null ]] || { echo "llamacpp_race.sh: no figure from: $*" >&2; tps=nan; }
-  printf '%s\t%s\t%s\n' "$config" "$system" "$tps" >>"$results"
+  printf '%s\t%s\t%s\t%s\n' "$config" "$system" "$tps" "${tpc:-nan}" >>"$results"
 }
 
 for round in $(seq 1 "$R"); do
@@ -93,7 +94,7 @@ for round in $(seq 1 "$R"); do
             --spec-draft-n-max "$k"
         done
         run "$config" specdec-tree "$specdec" -m "$target" -md "$draft" -p "$p" "${common[@]}" --ignore-eos \
-          --tree 2x2x1x1
+          --tree 4x2x2x1
         run "$config" specdec-ngram "$specdec" -m "$target" --draft ngram -p "$p" "${common[@]}" --ignore-eos
       done
     done
@@ -105,17 +106,21 @@ python3 - "$results" <<'EOF'
 import collections, math, statistics, sys
 rows = collections.defaultdict(list)
 order = []
+calls = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    config, system, tps = line.rstrip("\n").split("\t")
+    config, system, tps, tpc = line.rstrip("\n").split("\t")
     if (config, system) not in rows: order.append((config, system))
     rows[(config, system)].append(float(tps))
-print("| configuration | system | tokens/s median [range] | x llama-plain |")
-print("| --- | --- | --- | --- |")
+    calls[(config, system)].append(float(tpc))
+print("| configuration | system | tokens/s median [range] | x llama-plain | tokens per target call (median) |")
+print("| --- | --- | --- | --- | --- |")
 for config, system in order:
     v = [x for x in rows[(config, system)] if not math.isnan(x)]
     base = [x for x in rows[(config, "llama-plain")] if not math.isnan(x)]
-    if not v: print(f"| {config} | {system} | failed | |"); continue
+    if not v: print(f"| {config} | {system} | failed | | |"); continue
     m = statistics.median(v)
     ratio = m / statistics.median(base) if base else float("nan")
-    print(f"| {config} | {system} | {m:.1f} [{min(v):.1f}-{max(v):.1f}] | {ratio:.2f}x |")
+    c = [x for x in calls[(config, system)] if not math.isnan(x)]
+    tpc = f"{statistics.median(c):.2f}" if c else ""
+    print(f"| {config} | {system} | {m:.1f} [{min(v):.1f}-{max(v):.1f}] | {ratio:.2f}x | {tpc} |")
 EOF
