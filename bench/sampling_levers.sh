@@ -35,6 +35,7 @@ h="--draft heads:$heads"
 echo "| configuration | flags (besides -m, -p, -n 100, -s) | tokens per target call, median (range) |"
 echo "| --- | --- | --- |"
 row "greedy chain, K = 6 (the reference)" $h -k 6 --temp 0
+row "T = 1.0, chain K = 6, block verification (the default)" $h -k 6 --temp 1.0 --verification block
 row "T = 0.8, chain K = 6, token-wise verification" $h -k 6 --temp 0.8 --verification token
 row "T = 0.8, chain K = 6, block verification (the default)" $h -k 6 --temp 0.8 --verification block
 for dt in 0 0.4 1.2; do
