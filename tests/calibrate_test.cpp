@@ -93,8 +93,7 @@ TEST_CASE("calibrate: the curve is t(n) per n, the median over rounds, non-decre
       return (call % 5 == 0 ? 100.0 : 1.0) * static_cast<double>(n);
     });
     const auto t = specdec::measure_cost_curve(
-        m, {.max_n = 4, .min_rounds = 5, .max_rounds = 5, .budget_seconds = 1e9, .settle = 0},
-        clock);
+        m, {.max_n = 4, .min_rounds = 5, .max_rounds = 5, .budget_seconds = 1e9}, clock);
     for (std::size_t n = 1; n <= 4; ++n) CHECK(t[n] == Approx(static_cast<double>(n)));
   }
   SECTION("a dip is flattened: more tokens never cost less") {
@@ -134,56 +133,25 @@ TEST_CASE("calibrate: the curve is t(n) per n, the median over rounds, non-decre
   }
 }
 
-TEST_CASE("calibrate: each timed call follows one of its own size (settle)") {
-  // An engine that rebuilds its compute graph when the batch size changes: such a call costs
-  // 5 more. Decoding repeats a size step after step, so t(n) is the cost of a repeat.
-  double now = 0.0;
-  const auto clock = [&now] { return now; };
-  std::size_t last = 0;
-  clocked_model m({.vocab_size = 8}, now, [&last](std::size_t n, std::size_t) {
-    const double extra = n == last ? 0.0 : 5.0;
-    last = n;
-    return static_cast<double>(n) + extra;
-  });
-  SECTION("settled (the default): t(n) = n") {
-    const auto t = specdec::measure_cost_curve(m, {.max_n = 4}, clock);
-    for (std::size_t n = 1; n <= 4; ++n) CHECK(t[n] == Approx(static_cast<double>(n)));
-  }
-  SECTION("settle = 0 times every size change: t(n) = n + 5, the curve a planner misreads") {
-    const auto t = specdec::measure_cost_curve(m, {.max_n = 4, .settle = 0}, clock);
-    for (std::size_t n = 1; n <= 4; ++n) CHECK(t[n] == Approx(static_cast<double>(n) + 5.0));
-  }
-}
-
 TEST_CASE("calibrate: the budget bounds the rounds past min_rounds") {
   double now = 0.0;
   const auto clock = [&now] { return now; };
   clocked_model m({.vocab_size = 8}, now,
                   [](std::size_t n, std::size_t) { return static_cast<double>(n); });
-  // A round of n = 1..4 costs 10 without settling: warm-up 4, then rounds while the spent + 10
-  // <= budget.
+  // A round of n = 1..4 costs 10: warm-up 4, then rounds while the spent + 10 <= budget.
   SECTION("a tiny budget runs min_rounds") {
-    specdec::measure_cost_curve(
-        m, {.max_n = 4, .min_rounds = 2, .budget_seconds = 0.0, .settle = 0}, clock);
+    specdec::measure_cost_curve(m, {.max_n = 4, .min_rounds = 2, .budget_seconds = 0.0}, clock);
     CHECK(m.calls() == 1 + 2 * 4);
     CHECK(now == Approx(4 + 2 * 10));
   }
   SECTION("a budget of 45 runs 4 rounds (4 + 40 spent, a fifth would reach 54)") {
-    specdec::measure_cost_curve(
-        m, {.max_n = 4, .min_rounds = 1, .budget_seconds = 45.0, .settle = 0}, clock);
+    specdec::measure_cost_curve(m, {.max_n = 4, .min_rounds = 1, .budget_seconds = 45.0}, clock);
     CHECK(m.calls() == 1 + 4 * 4);
   }
   SECTION("max_rounds caps a generous budget") {
     specdec::measure_cost_curve(
-        m, {.max_n = 4, .min_rounds = 1, .max_rounds = 3, .budget_seconds = 1e9, .settle = 0},
-        clock);
+        m, {.max_n = 4, .min_rounds = 1, .max_rounds = 3, .budget_seconds = 1e9}, clock);
     CHECK(m.calls() == 1 + 3 * 4);
-  }
-  SECTION("settling calls count toward the budget: a round of 1..4 then costs 20") {
-    // Budget 45: warm-up 4 + 20 + 20 = 44 after two rounds, a third would reach 64.
-    specdec::measure_cost_curve(m, {.max_n = 4, .min_rounds = 1, .budget_seconds = 45.0}, clock);
-    CHECK(m.calls() == 1 + 2 * 2 * 4);
-    CHECK(now == Approx(4 + 2 * 20));
   }
 }
 

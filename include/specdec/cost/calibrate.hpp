@@ -38,11 +38,6 @@ struct calibrate_options {
   bool trees = false;
   /// The draft model (a drafter's d.model()) is timed at 1 and draft_width tokens (>= 2).
   std::size_t draft_width = 8;
-  /// Untimed calls of the same n made just before each timed call (their time counts toward
-  /// the budget). Engines that build or pick a compute graph per batch size (llama.cpp) pay
-  /// for a change of size on the first call; a decode step repeats its size, so the timed call
-  /// repeats it too. 0 times each call straight after a call of another size.
-  std::size_t settle = 1;
 };
 
 /// Seconds on std::chrono::steady_clock: calibrate's default clock. Any callable returning
@@ -128,19 +123,9 @@ class call_timer {
     }
   }
 
-  /// Seconds of one call of n tokens after `settle` untimed ones of the same n (their seconds
-  /// added to *untimed when given); the context is back to what it was afterwards, also when a
-  /// call throws.
-  double operator()(std::size_t n, std::size_t settle, double* untimed = nullptr) {
-    for (std::size_t i = 0; i < settle; ++i) {
-      const double s = once(n);
-      if (untimed) *untimed += s;
-    }
-    return once(n);
-  }
-
- private:
-  double once(std::size_t n) {
+  /// Seconds of one call of n tokens; the context is back to what it was afterwards, also when
+  /// the call throws.
+  double operator()(std::size_t n) {
     const std::span<const token_id> tokens(tokens_.data(), n);
     const std::span<float> logits(logits_.data(), n * logits_.size() / tokens_.size());
     double start = 0.0, seconds = 0.0;
@@ -165,6 +150,7 @@ class call_timer {
     return seconds;
   }
 
+ private:
   Model& model_;
   Clock& clock_;
   std::size_t base_;
@@ -186,9 +172,9 @@ class call_timer {
  * and one slow point is averaged with the later ones it exceeds rather than lifting them all),
  * then interpolated between measured n.
  *
- * Cost: the warm-up plus min_rounds to max_rounds rounds of sum over measured n of (1 +
- * settle) t(n), the budget deciding how many past min_rounds (the default, 9 points: about
- * 3 x 22 t(1) on a memory-bound target). Leaves the model's context exactly as found: every call is truncated
+ * Cost: the warm-up plus min_rounds to max_rounds rounds of sum over measured n of t(n), the
+ * budget deciding how many past min_rounds (the default, 9 points: about 3 x 11 t(1) on a
+ * memory-bound target). Leaves the model's context exactly as found: every call is truncated
  * back (a tree's pending nodes dropped with commit of an empty path), also when it throws. The
  * appended tokens are ids 1, 2, ... (mod V); the cost is measured at the current context length,
  * so calibrate after a typical prompt for long-context costs.
@@ -203,12 +189,12 @@ std::vector<double> measure_cost_curve(Model& model, const calibrate_options& op
   const std::size_t max_n = options.max_n;
   detail::call_timer<Model, Clock> timer(model, max_n, options.trees, clock, "the model");
   const std::vector<std::size_t> points = detail::calibration_points(max_n);
-  double spent = timer(max_n, 0);  // warm-up: weights and cache touched, scratch grown
+  double spent = timer(max_n);  // warm-up: weights and cache touched, scratch grown
   std::vector<std::vector<double>> samples(points.size());
   for (std::size_t round = 0; round < options.max_rounds; ++round) {
     double this_round = 0.0;
     for (std::size_t i = 0; i < points.size(); ++i) {
-      samples[i].push_back(timer(points[i], options.settle, &this_round));
+      samples[i].push_back(timer(points[i]));
       this_round += samples[i].back();
     }
     spent += this_round;
@@ -261,11 +247,11 @@ step_cost_model calibrate(Target& target, Draft& drafter, const calibrate_option
     const std::size_t w = options.draft_width;
     detail::call_timer<std::remove_reference_t<decltype(draft_model)>, Clock> timer(
         draft_model, w, false, clock, "drafter.model()");
-    timer(w, 0);  // warm-up
+    timer(w);  // warm-up
     std::vector<double> one, wide;
     for (std::size_t r = 0; r < options.min_rounds; ++r) {
-      one.push_back(timer(1, options.settle));
-      wide.push_back(timer(w, options.settle));
+      one.push_back(timer(1));
+      wide.push_back(timer(w));
     }
     const double t1 = detail::median_of(one), tw = detail::median_of(wide);
     cost.draft_per_level = t1;
