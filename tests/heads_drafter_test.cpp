@@ -180,6 +180,33 @@ TEST_CASE("hidden_capture: the conformance kit's hidden-row check passes on the 
   CHECK(rep.message.find("hidden_rows") != std::string::npos);
 }
 
+namespace {
+// A hidden_table_model with the optional prefill(tokens, hidden); `shift` moves its hidden rows
+// off append's (a wrong adapter the kit must catch).
+class prefill_hidden_model : public hidden_table_model {
+ public:
+  prefill_hidden_model(table_model_options o, float shift) : hidden_table_model(o), shift_(shift) {}
+  void prefill(std::span<const token_id> tokens, std::span<float> hidden) {
+    std::vector<float> logits(tokens.size() * vocab_size());
+    append(tokens, logits, hidden);
+    for (float& x : hidden) x += shift_;
+  }
+
+ private:
+  float shift_;
+};
+}  // namespace
+
+TEST_CASE("conformance kit: prefill(tokens, hidden) must give append's hidden rows") {
+  const table_model_options t{.vocab_size = 9, .order = 3, .seed = 5};
+  auto good = specdec::testing::run_all([&] { return prefill_hidden_model(t, 0.0f); });
+  INFO(good.message);
+  CHECK(good.ok);
+  auto bad = specdec::testing::run_all([&] { return prefill_hidden_model(t, 0.5f); });
+  CHECK(!bad.ok);
+  CHECK(bad.message.find("prefill's hidden row differs from append's") != std::string::npos);
+}
+
 TEST_CASE("medusa_drafter: sparse trees keep the most probable rank paths, breadth first") {
   const std::vector<std::size_t> branching{3, 2};
   const double acc[2][3] = {{0.6, 0.2, 0.1}, {0.5, 0.2, 0.0}};

@@ -1,7 +1,8 @@
 // specdec/testing/hidden_checks.hpp - conformance check (h) for HiddenStateModel adapters: the
 // same prefix gives the same hidden row, batched or not, also after a truncate; the logits are
 // unchanged by asking for hidden rows; a wrong hidden size is refused without changing the
-// context; tree nodes' rows equal their paths' (HiddenStateTreeModel).
+// context; the optional prefill(tokens, hidden) gives append's rows and context; tree nodes' rows
+// equal their paths' (HiddenStateTreeModel).
 #pragma once
 
 #include <cstddef>
@@ -34,7 +35,9 @@ std::pair<std::vector<float>, std::vector<float>> append_hidden(M& m,
 /// (h) Hidden rows: one append of the sequence asking for hidden rows gives the logits of a plain
 /// append; appending the second half again after junk and a truncate, and token by token, gives
 /// the same hidden rows (within tolerance); a hidden span of the wrong size throws and leaves
-/// size() unchanged; for tree models, each node's row equals the row of its path appended alone.
+/// size() unchanged; with the optional prefill(tokens, hidden), prefilling the first half gives
+/// its hidden rows and then the second half's logits and rows as one append; for tree models,
+/// each node's row equals the row of its path appended alone.
 template <class Source>
 requires detail::model_source<Source> && HiddenStateModel<typename detail::model_of<Source>::type>
     check_result check_hidden_rows(Source& source, const conformance_options& o = {}) {
@@ -77,7 +80,29 @@ requires detail::model_source<Source> && HiddenStateModel<typename detail::model
                  "hidden row appended token by token differs from one batched append");
       }
     });
-    if constexpr (HiddenStateTreeModel<typename detail::model_of<Source>::type>) {
+    using model_type = typename detail::model_of<Source>::type;
+    if constexpr (requires(model_type& m, std::span<const token_id> t, std::span<float> hr) {
+                    m.prefill(t, hr);
+                  }) {
+      // The optional prefill(tokens, hidden): the hidden rows of an append, no logits, and the
+      // context it leaves gives the logits and hidden rows an append would have left.
+      detail::with_fresh(source, [&](auto& m) {
+        std::vector<float> pre(h * d);
+        m.prefill(s.first(h), std::span<float>(pre));
+        detail::expect(m.size() == h, "prefill(tokens, hidden) of " + std::to_string(h) +
+                                          " tokens left size() = " + std::to_string(m.size()));
+        detail::comparer by_prefill(o.tolerance, d, r.max_abs_diff, "hidden row (one append)",
+                                    "prefill(tokens, hidden)");
+        by_prefill.rows(std::span<const float>(hidden).first(h * d), pre, s.first(h), 0,
+                        "prefill's hidden row differs from append's");
+        const auto [after_l, after_h] = detail::append_hidden(m, s.subspan(h));
+        same_logits.rows(std::span<const float>(ref.logits).subspan(h * ref.vocab), after_l,
+                         s.subspan(h), h, "logits after prefill(tokens, hidden) differ");
+        cmp.rows(std::span<const float>(hidden).subspan(h * d), after_h, s.subspan(h), h,
+                 "hidden row after prefill(tokens, hidden) differs");
+      });
+    }
+    if constexpr (HiddenStateTreeModel<model_type>) {
       // A chain and a fork after the first half: node rows against the paths alone.
       const std::vector<token_id> tokens{s[h], s[(h + 1) % s.size()], s[(h + 2) % s.size()]};
       const std::vector<std::int32_t> parents{-1, 0, 0};
