@@ -233,11 +233,9 @@ class eagle_drafter {
  private:
   // History + the tokens from the root's child down to `node` (the row processor's prefix).
   std::span<const token_id> node_prefix(std::size_t node) {
-    path_tokens_.clear();
-    for (std::size_t at = node; at != 0; at = static_cast<std::size_t>(nodes_[at].parent))
-      path_tokens_.push_back(nodes_[at].token);
-    std::reverse(path_tokens_.begin(), path_tokens_.end());
-    return prefixes_.then(path_tokens_);
+    return prefixes_.then_walk(
+        node, [&](std::size_t at) { return nodes_[at].token; },
+        [&](std::size_t at) { return nodes_[at].parent; });
   }
 
   // The nodes (root excluded) this call may keep: max_nodes, or the full shape's (saturated).
@@ -420,7 +418,6 @@ class eagle_drafter {
   warp_workspace ws_;
   detail::prefix_buffer prefixes_;  // what the row processor is given
   std::vector<float> processed_;    // a row rewritten by the row processor
-  std::vector<token_id> path_tokens_;  // a node's path, for node_prefix
   std::vector<node> nodes_, kept_;
   std::vector<std::size_t> feature_rows_, expanded_, order_;
   std::vector<token_id> batch_tokens_, drawn_, tokens_;

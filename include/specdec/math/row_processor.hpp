@@ -80,12 +80,22 @@ class prefix_buffer {
    */
   std::span<const token_id> then_path(std::span<const token_id> tokens,
                                       std::span<const std::int32_t> parents, std::size_t node) {
+    return then_walk(
+        node, [&](std::size_t at) { return tokens[at]; },
+        [&](std::size_t at) { return parents[at]; });
+  }
+
+  /// then_path for a tree held any other way: token_of(i) and parent_of(i) give node i's token
+  /// and parent (node 0 is the root). O(depth of node).
+  template <class TokenOf, class ParentOf>
+  std::span<const token_id> then_walk(std::size_t node, TokenOf&& token_of,
+                                      ParentOf&& parent_of) {
     std::size_t depth = 0;
-    for (std::size_t at = node; at != 0; at = static_cast<std::size_t>(parents[at])) ++depth;
+    for (std::size_t at = node; at != 0; at = static_cast<std::size_t>(parent_of(at))) ++depth;
     tokens_.resize(base_ + depth);
     std::size_t i = tokens_.size();
-    for (std::size_t at = node; at != 0; at = static_cast<std::size_t>(parents[at]))
-      tokens_[--i] = tokens[at];
+    for (std::size_t at = node; at != 0; at = static_cast<std::size_t>(parent_of(at)))
+      tokens_[--i] = token_of(at);
     return tokens_;
   }
 
