@@ -213,7 +213,7 @@ class cli_parser {
   // llama.cpp's --spec-type T, rewritten to --draft before parsing: draft-simple (or draft) is
   // the draft model (-md PATH, else the default), ngram-* prompt lookup, none plain decoding.
   static void spec_type(std::vector<std::string>& args) {
-    for (std::size_t i = 0; i < args.size(); ++i) {
+    for (std::size_t i = 0; i < args.size();) {
       std::string value;
       std::size_t take = 0;
       if (args[i] == "--spec-type") {
@@ -224,6 +224,7 @@ class cli_parser {
         value = args[i].substr(12);
         take = 1;
       } else {
+        ++i;
         continue;
       }
       std::vector<std::string> with;
@@ -235,8 +236,7 @@ class cli_parser {
       args.erase(args.begin() + static_cast<std::ptrdiff_t>(i),
                  args.begin() + static_cast<std::ptrdiff_t>(i + take));
       args.insert(args.begin() + static_cast<std::ptrdiff_t>(i), with.begin(), with.end());
-      i += with.size();
-      --i;
+      i += with.size();  // past the replacement (none for draft-simple)
     }
   }
 
