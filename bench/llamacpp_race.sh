@@ -56,8 +56,13 @@ run() {  # config system command...
   local config=$1 system=$2 tps tpc=nan
   shift 2
   if [[ $system == specdec* ]]; then
-    read -r tps tpc < <("$@" --json 2>/dev/null |
-      jq -r '"\(.stats.tokens_per_second) \(.stats.tokens_per_target_call)"') || true
+    "$@" --json 2>/dev/null >"$out/last.json" || true
+    read -r tps tpc < <(jq -r '"\(.stats.tokens_per_second) \(.stats.tokens_per_target_call)"' \
+      "$out/last.json") || true
+    # The policy's calibrated cost: the target's t(n) and the draft model's cost per level.
+    [[ $system == specdec-policy ]] && jq -r --arg c "$config" 'select(.policy_cost_curve) |
+      "\($c)\t\(.policy_cost_curve | tojson)\t\(.policy_draft_per_level // 0)"' \
+      "$out/last.json" >>"$out/curves.tsv" 2>/dev/null || true
   elif [[ $system == llama-plain ]]; then
     tps=$("$@" 2>&1 | tps_completion)
   else
@@ -102,8 +107,8 @@ for round in $(seq 1 "$R"); do
 done
 
 echo "# llamacpp_race.sh: $N tokens, $T thread(s), -fa $FA, $R rounds x ${#prompts[@]} prompts; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
-python3 - "$results" <<'EOF'
-import collections, math, statistics, sys
+python3 - "$results" "$out/curves.tsv" <<'EOF'
+import collections, json, math, statistics, sys
 rows = collections.defaultdict(list)
 order = []
 calls = collections.defaultdict(list)
@@ -112,15 +117,34 @@ for line in open(sys.argv[1]):
     if (config, system) not in rows: order.append((config, system))
     rows[(config, system)].append(float(tps))
     calls[(config, system)].append(float(tpc))
-print("| configuration | system | tokens/s median [range] | x llama-plain | tokens per target call (median) |")
-print("| --- | --- | --- | --- | --- |")
+# The speed-up the measured cost predicts for a fixed K: tokens per call x t(1) over a step's
+# cost, t(K + 1) plus K draft-model calls, from the policy's calibrations of the same run
+# (medians per n).
+curves = collections.defaultdict(list)
+try:
+    for line in open(sys.argv[2]):
+        config, curve, level = line.rstrip("\n").split("\t")
+        curves[config].append((json.loads(curve), float(level)))
+except FileNotFoundError:
+    pass
+def predicted(config, system, tpc):
+    if not curves[config] or not system.startswith("specdec-") or not system[8:].isdigit():
+        return ""
+    k = int(system[8:])
+    t = [statistics.median(c[0][n] for c in curves[config]) for n in range(len(curves[config][0][0]))]
+    level = statistics.median(c[1] for c in curves[config])
+    if k + 1 >= len(t): return ""
+    return f"{tpc * t[1] / (t[k + 1] + k * level):.2f}x"
+print("| configuration | system | tokens/s median [range] | x llama-plain | tokens per target call (median) | predicted x plain |")
+print("| --- | --- | --- | --- | --- | --- |")
 for config, system in order:
     v = [x for x in rows[(config, system)] if not math.isnan(x)]
     base = [x for x in rows[(config, "llama-plain")] if not math.isnan(x)]
-    if not v: print(f"| {config} | {system} | failed | | |"); continue
+    if not v: print(f"| {config} | {system} | failed | | | |"); continue
     m = statistics.median(v)
     ratio = m / statistics.median(base) if base else float("nan")
     c = [x for x in calls[(config, system)] if not math.isnan(x)]
     tpc = f"{statistics.median(c):.2f}" if c else ""
-    print(f"| {config} | {system} | {m:.1f} [{min(v):.1f}-{max(v):.1f}] | {ratio:.2f}x | {tpc} |")
+    pred = predicted(config, system, statistics.median(c)) if c else ""
+    print(f"| {config} | {system} | {m:.1f} [{min(v):.1f}-{max(v):.1f}] | {ratio:.2f}x | {tpc} | {pred} |")
 EOF
