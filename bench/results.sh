@@ -186,6 +186,7 @@ headline=$work/headline.md
       tree = cfg; sub(/.*--tree /, "", tree); sub(/ .*/, "", tree)
       if (index(cfg, "--tree")) name = "EAGLE-style heads (trained here), tree " tree
       else if (index(cfg, "model:")) name = "draft model (its first 3 layers), K = " k
+      else if (index(cfg, "heads:") && k == "auto") name = "EAGLE-style heads (trained here), speed policy (-k auto)"
       else if (index(cfg, "heads:")) name = "EAGLE-style heads (trained here), K = " k
       else if (index(cfg, "ngram")) name = "prompt lookup (n-gram), K = " k ", quoting prompts"
       else name = cfg
