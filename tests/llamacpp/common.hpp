@@ -18,6 +18,8 @@ namespace llamacpp_test {
 
 inline const std::filesystem::path gguf_dir{SPECDEC_GGUF_DIR};
 inline std::string path_of(const char* name) { return (gguf_dir / name).string(); }
+/// The llama2.c checkpoint make_gguf.sh converted to target.gguf.
+inline std::string checkpoint_path() { return std::string(SPECDEC_MODELS_DIR) + "/aidreams260K.bin"; }
 
 /// aidreams260K as GGUF (F32), loaded once.
 inline const specdec::llamacpp::gguf_model& target() {
