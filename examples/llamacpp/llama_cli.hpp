@@ -3,7 +3,9 @@
 // --spec-draft-n-max, --spec-draft-n-min, --spec-draft-p-min, -p, -f, -n, -c, -t, --temp,
 // --top-k, --top-p, --min-p, -s, -fa, --ignore-eos, --grammar, --grammar-file), specdec's own for
 // the rest (--draft, --tree,
-// --verification, --json, --compare-plain). Parsing loads nothing; tests may call it freely.
+// --verification, --json, --compare-plain; --draft heads:FILE as specdec-generate's; -np N
+// serves N requests in one context with specdec::batch_decoder, llama.cpp's --parallel).
+// Parsing loads nothing; tests may call it freely.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -27,8 +29,9 @@ struct usage_error : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-/// Who drafts: nobody (plain decoding), a GGUF draft model (-md), or n-gram prompt lookup.
-enum class llama_draft { none, model, ngram };
+/// Who drafts: nobody (plain decoding), a GGUF draft model (-md), n-gram prompt lookup, or draft
+/// heads (Medusa or EAGLE-style, a specdec-train-heads file) on the target's hidden rows.
+enum class llama_draft { none, model, ngram, heads };
 
 /// llama.cpp's flash attention for both contexts (-fa). specdec-llama's default is off: with it
 /// on, a row's logits depend slightly on where its cells lie in the KV cache (docs/llamacpp.md).
@@ -39,6 +42,7 @@ struct llama_cli_options {
   std::string model;        ///< -m: the target GGUF
   std::string draft_model;  ///< -md: the draft GGUF
   llama_draft draft = llama_draft::none;
+  std::string heads_file;   ///< FILE of --draft heads:FILE
   std::string prompt;       ///< -p (or the contents of -f)
   std::string prompt_file;  ///< -f
   std::size_t n_predict = 128;
@@ -55,6 +59,9 @@ struct llama_cli_options {
   std::string grammar_file;  ///< --grammar-file: a GBNF file
   std::string grammar;       ///< --grammar: GBNF text (llama.cpp's spelling); one of the two
   bool ignore_eos = false;  ///< --ignore-eos: end-of-generation tokens do not stop it
+  /// -np / --parallel N: N requests decoded together (batch_model + batch_decoder), the prompts
+  /// the lines of -f (cycled) or -p N times, request i seeded with -s + i; 0 = one request.
+  std::size_t parallel = 0;
   bool json = false;
   bool compare_plain = false;
   std::string help;  ///< non-empty: print it, exit 0
@@ -82,6 +89,7 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
   for (auto& a : args) {
     if (a == "-md") a = "--spec-draft-model";
     if (a == "-fa") a = "--flash-attn";
+    if (a == "-np") a = "--parallel";
   }
   std::string draft = "auto", tree, verification = "token", fa = "off";
   std::size_t k = 0, n_predict = c.n_predict;
@@ -90,8 +98,9 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
   app.add_option("-m,--model", c.model, "target model (GGUF)")->required();
   app.add_option("--spec-draft-model,--model-draft", c.draft_model,
                  "draft model (GGUF, the target's vocabulary); also -md");
-  app.add_option("--draft", draft, "who drafts: none | model | ngram (default: model with -md, "
-                                   "else none)");
+  app.add_option("--draft", draft,
+                 "who drafts: none | model | ngram | heads:FILE (draft heads from "
+                 "specdec-train-heads) (default: model with -md, else none)");
   app.add_option("-p,--prompt", c.prompt, "prompt text");
   app.add_option("-f,--file", c.prompt_file, "read the prompt from this file");
   app.add_option("-n,--n-predict", n_signed, "tokens to generate (-1: until end of text or a "
@@ -118,6 +127,9 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
   app.add_option("--grammar-file", c.grammar_file, "GBNF grammar file");
   app.add_option("--grammar", c.grammar, "GBNF grammar text");
   app.add_flag("--ignore-eos", c.ignore_eos, "do not stop at end-of-generation tokens");
+  app.add_option("--parallel", c.parallel, "serve N requests together in one context (one "
+                                          "llama_decode per step for all): the lines of -f, or -p "
+                                          "N times; also -np");
   app.add_flag("--json", c.json, "one JSON object on stdout at the end");
   app.add_flag("--compare-plain", c.compare_plain, "also time plain decoding, print the speed-up");
   try {
@@ -143,7 +155,11 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
   else if (draft == "none") c.draft = llama_draft::none;
   else if (draft == "model") c.draft = llama_draft::model;
   else if (draft == "ngram") c.draft = llama_draft::ngram;
-  else throw usage_error("--draft: '" + draft + "' is not none, model or ngram");
+  else if (draft.starts_with("heads:")) {
+    c.draft = llama_draft::heads;
+    c.heads_file = draft.substr(6);
+    if (c.heads_file.empty()) throw usage_error("--draft heads:FILE: the path is empty");
+  } else throw usage_error("--draft: '" + draft + "' is not none, model, ngram or heads:FILE");
   if (fa == "on") c.flash_attn = flash_attention::on;
   else if (fa == "auto") c.flash_attn = flash_attention::automatic;
   else if (fa != "off") throw usage_error("-fa: '" + fa + "' is not on, off or auto");
@@ -177,6 +193,18 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
     throw usage_error("-p and -f: give one of them, not both");
   if (!c.grammar.empty() && !c.grammar_file.empty())
     throw usage_error("--grammar and --grammar-file: give one of them, not both");
+  if (c.parallel > max_tree_leaves)
+    throw usage_error("-np: at most " + std::to_string(max_tree_leaves) +
+                      " requests (a sequence each; llama.cpp's LLAMA_MAX_SEQ), got " +
+                      std::to_string(c.parallel));
+  if (c.parallel > 0) {  // batch_model scores chains without hidden rows or row processors
+    if (!c.tree.empty())
+      throw usage_error("-np: --tree is not supported with --parallel (chains only)");
+    if (c.draft == llama_draft::heads)
+      throw usage_error("-np: --draft heads:FILE is not supported with --parallel");
+    if (!c.grammar.empty() || !c.grammar_file.empty())
+      throw usage_error("-np: --grammar is not supported with --parallel");
+  }
   return c;
 }
 

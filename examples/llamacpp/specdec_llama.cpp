@@ -1,7 +1,10 @@
 // specdec-llama: speculative decoding with specdec on llama.cpp GGUF models. The target runs in
 // one llama.cpp context (llamacpp/tree_model.hpp: chains and whole token trees in one
-// llama_decode); the drafter is a GGUF draft model in a second context, n-gram prompt lookup, or
-// nobody. --grammar-file masks every row with a GBNF grammar (llamacpp/grammar_processor.hpp).
+// llama_decode); the drafter is a GGUF draft model in a second context, n-gram prompt lookup,
+// draft heads on the target's hidden rows (--draft heads:FILE: the target context is then a
+// llamacpp/hidden_model.hpp, made with embeddings on), or nobody. --grammar-file masks every row
+// with a GBNF grammar (llamacpp/grammar_processor.hpp). -np N serves N requests together in one
+// context (llamacpp/batch_model.hpp + specdec::batch_decoder: one llama_decode per step for all).
 // Without --spec-draft-n-max or --tree, the draft shape is planned before every step from the
 // target's measured cost curve and the acceptance seen so far (specdec::calibrate +
 // specdec::speed_policy), and plain decoding is chosen when no shape is predicted to pay.
@@ -13,16 +16,20 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <llama2c/heads_file.hpp>
 #include <llama2c/report.hpp>
 #include <specdec/cost/calibrate.hpp>
 #include <specdec/specdec.hpp>
 
+#include "llamacpp/batch_model.hpp"
 #include "llamacpp/context_model.hpp"
 #include "llamacpp/grammar_processor.hpp"
+#include "llamacpp/hidden_model.hpp"
 #include "llamacpp/llama_cli.hpp"
 #include "llamacpp/tree_model.hpp"
 #include "llamacpp/vocab_text.hpp"
@@ -47,12 +54,32 @@ void check_same_vocabulary(const gguf_model& target, const gguf_model& draft) {
   }
 }
 
+/// The heads file at `path`, fitted to the target as specdec-generate fits it: the same
+/// vocabulary, and the same hidden width or a wider one (a target reshaped from the model the
+/// heads were trained on: the weights are widened, llama2c::fit_heads). std::runtime_error
+/// naming the file and both values otherwise.
+specdec::llama2c::heads_record load_heads(const std::string& path, const gguf_model& target,
+                                          const gguf_classifier& w) {
+  auto heads = specdec::llama2c::read_heads(path);
+  specdec::llama2c::config cfg;
+  cfg.dim = target.embedding_size();
+  cfg.vocab_size = target.vocab_size();
+  cfg.shared_classifier = w.shared;
+  specdec::llama2c::fit_heads(heads, cfg, path);
+  return heads;
+}
+
+specdec::weight_view view(const specdec::row_matrix& m) { return {m.data(), m.rows(), m.cols()}; }
+
 json options_json(const llama_cli_options& c, const specdec::generate_options& o) {
   json j;
   j["model"] = c.model;
   j["draft_model"] = c.draft_model;
-  j["draft"] = c.draft == llama_draft::none ? "none" : c.draft == llama_draft::model ? "model"
-                                                                                     : "ngram";
+  j["draft"] = c.draft == llama_draft::none    ? "none"
+               : c.draft == llama_draft::model ? "model"
+               : c.draft == llama_draft::ngram ? "ngram"
+                                               : "heads";
+  j["heads_file"] = c.heads_file;
   j["n_predict"] = o.max_new_tokens;
   j["ctx_size"] = c.ctx_size;
   j["threads"] = c.threads;
@@ -92,7 +119,15 @@ int run(const llama_cli_options& c) {
   const std::size_t n_ctx = c.ctx_size ? c.ctx_size : target_file.trained_context();
   // A sequence per leaf: --tree's leaves, or 64 for the policy's trees (its max_nodes is 32).
   const std::size_t leaves = c.tree.empty() ? 64 : tree_leaves(c.tree);
-  tree_model target(target_file, tree_options(std::min(leaves, n_ctx), co));
+  // Heads read the target's hidden rows: its context is made with embeddings on.
+  const context_options target_co = c.draft == llama_draft::heads
+                                        ? hidden_options(tree_options(std::min(leaves, n_ctx), co))
+                                        : tree_options(std::min(leaves, n_ctx), co);
+  std::optional<tree_model> chains_target;
+  std::optional<hidden_model> hidden_target;
+  if (c.draft == llama_draft::heads) hidden_target.emplace(target_file, target_co);
+  else chains_target.emplace(target_file, target_co);
+  tree_model& target = hidden_target ? *hidden_target : *chains_target;
   const std::vector<specdec::token_id> prompt = tokenize(target_file, prompt_text);
   if (prompt.empty()) throw std::invalid_argument("-p: the prompt has no tokens");
   if (prompt.size() >= target.max_size())
@@ -126,13 +161,14 @@ int run(const llama_cli_options& c) {
   json report;
   report["options"] = options_json(c, o);
   report["prompt_tokens"] = prompt.size();
-  auto decode = [&](auto& drafter) {
+  // `tgt` is the target context, or the hidden_capture around it for heads.
+  auto decode = [&](auto& tgt, auto& drafter) {
     if (!c.k && c.tree.empty() && c.draft != llama_draft::none) {  // --tree: a fixed shape
-      const auto cost = specdec::calibrate(target, drafter);
+      const auto cost = specdec::calibrate(tgt, drafter);
       o.replan = specdec::speed_policy(cost);
       report["policy_cost_curve"] = cost.target;
     }
-    specdec::speculative_decoder decoder(target, drafter);
+    specdec::speculative_decoder decoder(tgt, drafter);
     const auto r = decoder.generate(prompt, o);
     std::string text;
     for (const auto t : r.tokens) text += piece(target_file, t);
@@ -143,7 +179,7 @@ int run(const llama_cli_options& c) {
     if (!c.json) std::printf("\n\n%s\n", r.stats.summary().c_str());
     if (c.compare_plain) {
       specdec::no_drafter none;
-      specdec::speculative_decoder plain(target, none);
+      specdec::speculative_decoder plain(tgt, none);
       auto po = o;
       po.draft_length = 0;
       po.tree.clear();
@@ -169,17 +205,196 @@ int run(const llama_cli_options& c) {
     specdec::model_drafter drafter(draft, {.p_min = c.draft_p_min});
     if (c.draft_min > 0) {
       specdec::min_length_drafter gated(drafter, c.draft_min);
-      decode(gated);
+      decode(target, gated);
     } else {
-      decode(drafter);
+      decode(target, drafter);
     }
   } else if (c.draft == llama_draft::ngram) {
     specdec::ngram_drafter lookup;
-    decode(lookup);
+    decode(target, lookup);
+  } else if (c.draft == llama_draft::heads) {
+    // The decoder drives the capture, which keeps the hidden rows the heads start from; the
+    // heads multiply their rows with the target's classifier and embedding, read from its file.
+    specdec::hidden_capture<hidden_model> capture(*hidden_target);
+    const gguf_classifier w = load_gguf_classifier(target_file);
+    auto heads = load_heads(c.heads_file, target_file, w);
+    if (!c.json) std::fprintf(stderr, "%s\n", specdec::llama2c::heads_summary(heads).c_str());
+    report["heads"] = specdec::llama2c::heads_summary(heads);
+    if (heads.kind == specdec::llama2c::heads_kind::medusa) {
+      specdec::medusa_drafter drafter(capture, std::move(heads.medusa), view(w.classifier));
+      decode(capture, drafter);
+    } else {
+      specdec::eagle_drafter drafter(capture, std::move(heads.eagle), view(w.classifier),
+                                     view(w.embedding));
+      decode(capture, drafter);
+    }
   } else {
     specdec::no_drafter none;
     o.draft_length = 0;
-    decode(none);
+    decode(target, none);
+  }
+  if (c.json) std::cout << report.dump(2) << "\n";
+  return 0;
+}
+
+
+/// The requests of -np N: the non-empty lines of -f (cycled), or -p N times.
+std::vector<std::string> parallel_prompts(const llama_cli_options& c) {
+  std::vector<std::string> lines;
+  if (!c.prompt_file.empty()) {
+    std::ifstream in(c.prompt_file);
+    if (!in) throw std::invalid_argument("-f: cannot read '" + c.prompt_file + "'");
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) lines.push_back(line);
+    if (lines.empty()) throw std::invalid_argument("-f: '" + c.prompt_file + "' has no lines");
+  } else {
+    lines.push_back(c.prompt);
+  }
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < c.parallel; ++i) out.push_back(lines[i % lines.size()]);
+  return out;
+}
+
+/// -np N: the N requests decoded together by specdec::batch_decoder on one context
+/// (batch_model: one llama_decode per step for every running request), each with its own
+/// drafter (a draft model context each, or n-gram lookup) and seed (-s + i); --compare-plain
+/// then decodes each request alone, one after another, one token per llama_decode.
+int run_parallel(const llama_cli_options& c) {
+  set_llama_log_level(false);
+  const auto texts = parallel_prompts(c);
+  const gguf_model target_file(c.model);
+  const context_options co{
+      .n_ctx = c.ctx_size,
+      .n_threads = c.threads,
+      .flash_attn = c.flash_attn == flash_attention::on    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                    : c.flash_attn == flash_attention::off ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                                           : LLAMA_FLASH_ATTN_TYPE_AUTO};
+  std::vector<std::vector<specdec::token_id>> prompts;
+  std::size_t cells = 0;
+  for (const auto& text : texts) {
+    prompts.push_back(tokenize(target_file, text));
+    if (prompts.back().empty()) throw std::invalid_argument("-p/-f: a prompt has no tokens");
+    if (prompts.back().size() >= target_file.trained_context())
+      throw std::invalid_argument("-p/-f: a prompt of " + std::to_string(prompts.back().size()) +
+                                  " tokens leaves no room in the model's context of " +
+                                  std::to_string(target_file.trained_context()));
+    cells += std::min(prompts.back().size() + c.n_predict, target_file.trained_context());
+  }
+  // The sequences share the context's cells: by default room for every request in full.
+  context_options bco = co;
+  bco.n_ctx = c.ctx_size ? c.ctx_size : cells;
+  batch_model model(target_file, batch_context_options(c.parallel, bco));
+  const std::vector<specdec::token_id> stops =
+      c.ignore_eos ? std::vector<specdec::token_id>{} : end_of_generation_tokens(target_file);
+  auto options_for = [&](std::size_t i) {
+    specdec::generate_options o;
+    o.max_new_tokens = std::min(c.n_predict, target_file.trained_context() - prompts[i].size());
+    o.stop_tokens = stops;
+    o.sampling = c.sampling;
+    o.sampling.seed = c.sampling.seed + i;
+    o.draft_length = c.draft == llama_draft::none ? 0 : c.k.value_or(4);
+    o.verification = c.verification;
+    return o;
+  };
+
+  json report;
+  report["options"] = {{"model", c.model}, {"parallel", c.parallel},
+                       {"draft", c.draft == llama_draft::none    ? "none"
+                                 : c.draft == llama_draft::model ? "model"
+                                                                 : "ngram"},
+                       {"draft_max", c.draft == llama_draft::none ? 0 : c.k.value_or(4)},
+                       {"n_predict", c.n_predict}, {"ctx_size", bco.n_ctx},
+                       {"threads", c.threads},
+                       {"temperature", c.sampling.temperature}, {"seed", c.sampling.seed}};
+  std::vector<std::vector<specdec::token_id>> outputs(c.parallel);
+  auto serve = [&](auto& drafters) {
+    using draft_t = std::remove_reference_t<decltype(*drafters[0])>;
+    specdec::batch_decoder<batch_model, draft_t> decoder(model);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<specdec::sequence_id> ids;
+    for (std::size_t i = 0; i < c.parallel; ++i)
+      ids.push_back(decoder.add(prompts[i], options_for(i), *drafters[i]));
+    decoder.run();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::size_t generated = 0;
+    json seqs = json::array();
+    for (std::size_t i = 0; i < c.parallel; ++i) {
+      if (decoder.status(ids[i]) == specdec::sequence_status::failed)
+        throw std::runtime_error("-np: request " + std::to_string(i) + " failed: " +
+                                 decoder.error(ids[i]));
+      outputs[i] = decoder.result(ids[i]).tokens;
+      generated += outputs[i].size();
+      std::string text;
+      for (const auto t : outputs[i]) text += piece(target_file, t);
+      if (!c.json) std::printf("[%zu] %s%s\n\n", i, texts[i].c_str(), text.c_str());
+      seqs.push_back({{"prompt", texts[i]}, {"tokens", outputs[i]}, {"text", text}});
+    }
+    const auto& st = decoder.stats();
+    report["sequences"] = seqs;
+    report["batch"] = {{"generated_tokens", generated},  {"seconds", seconds},
+                       {"tokens_per_second", generated / seconds}, {"steps", st.steps},
+                       {"target_calls", st.target_calls}, {"rows_scored", st.rows_scored}};
+    if (!c.json)
+      std::printf("batch: %zu requests, %zu tokens in %.3f s: %.1f tokens/s (prompts included), "
+                  "%zu steps, %zu llama_decode calls, %zu rows\n",
+                  c.parallel, generated, seconds, generated / seconds, st.steps, st.target_calls,
+                  st.rows_scored);
+    return generated / seconds;
+  };
+
+  double batch_tps = 0.0;
+  if (c.draft == llama_draft::model) {
+    const gguf_model draft_file(c.draft_model);
+    check_same_vocabulary(target_file, draft_file);
+    std::vector<std::unique_ptr<context_model>> contexts;
+    std::vector<std::unique_ptr<specdec::model_drafter<context_model>>> drafters;
+    for (std::size_t i = 0; i < c.parallel; ++i) {
+      context_options dco = co;
+      dco.n_ctx = std::min(prompts[i].size() + c.n_predict + 64, target_file.trained_context());
+      contexts.push_back(std::make_unique<context_model>(draft_file, dco));
+      drafters.push_back(std::make_unique<specdec::model_drafter<context_model>>(
+          *contexts.back(), specdec::model_drafter_options{.p_min = c.draft_p_min}));
+    }
+    batch_tps = serve(drafters);
+  } else if (c.draft == llama_draft::ngram) {
+    std::vector<std::unique_ptr<specdec::ngram_drafter>> drafters;
+    for (std::size_t i = 0; i < c.parallel; ++i)
+      drafters.push_back(std::make_unique<specdec::ngram_drafter>());
+    batch_tps = serve(drafters);
+  } else {
+    std::vector<std::unique_ptr<specdec::no_drafter>> drafters;
+    for (std::size_t i = 0; i < c.parallel; ++i)
+      drafters.push_back(std::make_unique<specdec::no_drafter>());
+    batch_tps = serve(drafters);
+  }
+  if (c.compare_plain) {
+    context_options pco = co;
+    pco.n_ctx = std::min(target_file.trained_context(), bco.n_ctx);
+    context_model plain_model(target_file, pco);
+    specdec::no_drafter none;
+    specdec::speculative_decoder plain(plain_model, none);
+    std::size_t generated = 0, same = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < c.parallel; ++i) {
+      auto o = options_for(i);
+      o.draft_length = 0;
+      const auto r = plain.generate(prompts[i], o);
+      generated += r.tokens.size();
+      same += r.tokens == outputs[i] ? 1 : 0;
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double plain_tps = generated / seconds;
+    report["plain"] = {{"generated_tokens", generated}, {"seconds", seconds},
+                       {"tokens_per_second", plain_tps}, {"identical_outputs", same}};
+    report["speedup"] = batch_tps / plain_tps;
+    if (!c.json)
+      std::printf("plain, one request after another: %.1f tokens/s; speed-up: %.2fx%s\n", plain_tps,
+                  batch_tps / plain_tps,
+                  c.sampling.greedy() ? (same == c.parallel ? "; identical outputs: yes"
+                                                            : "; identical outputs: NO")
+                                      : "");
   }
   if (c.json) std::cout << report.dump(2) << "\n";
   return 0;
@@ -200,7 +415,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    return run(c);
+    return c.parallel > 0 ? run_parallel(c) : run(c);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "specdec-llama: %s\n", e.what());
     return 1;

@@ -1,6 +1,6 @@
 // tests/llamacpp/llamacpp_cli_test.cpp - specdec-llama's command line (llamacpp/llama_cli.hpp):
 // the tree flag's bounds (a sequence per leaf, at most llama.cpp's 256), --grammar-file and
-// --grammar, -fa.
+// --grammar, -fa, --draft heads:FILE, -np.
 // Parsing loads nothing, so this runs without the GGUF models.
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
@@ -42,4 +42,29 @@ TEST_CASE("specdec-llama cli: -fa takes llama.cpp's on | off | auto, off by defa
         flash_attention::automatic);
   REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "-fa", "yes"}),
                       "-fa: 'yes' is not on, off or auto");
+}
+
+TEST_CASE("specdec-llama cli: --draft heads:FILE names a heads file") {
+  const auto c = parse_llama_cli({"-m", "t.gguf", "--draft", "heads:eagle.heads", "--tree", "2x2"});
+  CHECK(c.draft == llama_draft::heads);
+  CHECK(c.heads_file == "eagle.heads");
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "--draft", "heads:"}),
+                      "--draft heads:FILE: the path is empty");
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "--draft", "medusa"}),
+                      "--draft: 'medusa' is not none, model, ngram or heads:FILE");
+}
+
+TEST_CASE("specdec-llama cli: -np N serves N requests, chains without heads or grammars") {
+  CHECK(parse_llama_cli({"-m", "t.gguf"}).parallel == 0);
+  CHECK(parse_llama_cli({"-m", "t.gguf", "-np", "4", "-f", "p.txt"}).parallel == 4);
+  CHECK(parse_llama_cli({"-m", "t.gguf", "--parallel", "2", "--draft", "ngram"}).parallel == 2);
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "-np", "300"}),
+                      "-np: at most 256 requests (a sequence each; llama.cpp's LLAMA_MAX_SEQ), "
+                      "got 300");
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "-md", "d.gguf", "-np", "2", "--tree", "2x2"}),
+                      "-np: --tree is not supported with --parallel (chains only)");
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "-np", "2", "--draft", "heads:h"}),
+                      "-np: --draft heads:FILE is not supported with --parallel");
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "-np", "2", "--grammar", "root ::= \"a\""}),
+                      "-np: --grammar is not supported with --parallel");
 }
