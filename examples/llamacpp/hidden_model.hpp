@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <specdec/concepts/hidden_state_model.hpp>
@@ -39,9 +40,10 @@ inline context_options hidden_options(context_options o = tree_options(64)) {
 /**
  * tree_model that also hands out hidden rows (specdec::HiddenStateTreeModel, with prefill):
  * row i of `hidden` is llama_get_embeddings_ith(ctx, i) of the call that scored token i, d =
- * hidden_size() floats. The context is made with embeddings on, which makes llama.cpp output
- * every token of a batch (its logits and its row) even in prefill. Bad input (also a `hidden`
- * of the wrong size) throws before llama.cpp runs and changes nothing; a call split in chunks of
+ * hidden_size() floats. The context is made with embeddings on, which makes llama.cpp compute
+ * every token's row of logits too, so prefill costs what append does (it asks for every row, as
+ * llama.cpp would otherwise warn and override, and copies none). Bad input (also a `hidden` of
+ * the wrong size) throws before llama.cpp runs and changes nothing; a call split in chunks of
  * batch_size() is undone whole when a chunk fails. Not thread-safe.
  */
 class hidden_model : public tree_model {
@@ -51,10 +53,8 @@ class hidden_model : public tree_model {
       : tree_model(model, hidden_options(options)), d_(model.embedding_size()) {
     const auto out = static_cast<std::size_t>(llama_model_n_embd_out(model.get()));
     if (out != d_)
-      throw std::invalid_argument("hidden_model: '" + model.path() +
-                                  "' has an embedding output "
-                                  "of " +
-                                  std::to_string(out) + " floats and a width of " +
+      throw std::invalid_argument("hidden_model: '" + model.path() + "' has an embedding " +
+                                  "output of " + std::to_string(out) + " floats and a width of " +
                                   std::to_string(d_) + "; its rows are not the classifier's input");
   }
 
@@ -62,8 +62,6 @@ class hidden_model : public tree_model {
   std::size_t hidden_size() const noexcept { return d_; }
 
   using tree_model::append;
-  using tree_model::append_tree;
-  using tree_model::prefill;
 
   /// append(tokens, logits), and row i of `hidden` the hidden state at tokens[i].
   void append(std::span<const token_id> tokens, std::span<float> logits, std::span<float> hidden) {
@@ -75,32 +73,50 @@ class hidden_model : public tree_model {
                                   std::to_string(tokens.size() * vocab_));
     in_chunks(tokens, [&](std::span<const token_id> chunk, std::size_t done) {
       tree_model::append(chunk, logits.subspan(done * vocab_, chunk.size() * vocab_));
-      copy_hidden(chunk.size(), hidden.subspan(done * d_));
+      copy_hidden(chunk.size(), hidden.data() + done * d_);
     });
   }
 
-  /// prefill(tokens) writing the hidden rows (llama.cpp computes the logits too: an embeddings
-  /// context outputs every token).
+  /// The tokens fed without copying logits out: llama_decode in chunks of batch_size().
+  void prefill(std::span<const token_id> tokens) {
+    check_prefill(tokens, "prefill");
+    in_chunks(tokens, [&](std::span<const token_id> chunk, std::size_t) { decode_chunk(chunk); });
+  }
+
+  /// prefill(tokens) writing the hidden rows.
   void prefill(std::span<const token_id> tokens, std::span<float> hidden) {
-    check_tokens(tokens, "prefill");
+    check_prefill(tokens, "prefill");
     check_hidden(tokens.size(), hidden, "prefill");
     in_chunks(tokens, [&](std::span<const token_id> chunk, std::size_t done) {
-      tree_model::prefill(chunk);
-      copy_hidden(chunk.size(), hidden.subspan(done * d_));
+      decode_chunk(chunk);
+      copy_hidden(chunk.size(), hidden.data() + done * d_);
     });
+  }
+
+  /// tree_model::append_tree; the tree is pending until commit().
+  void append_tree(std::span<const token_id> tokens, std::span<const std::int32_t> parents,
+                   std::span<float> logits) {
+    tree_model::append_tree(tokens, parents, logits);
+    pending_ = true;
   }
 
   /// append_tree(tokens, parents, logits) in one llama_decode, and node i's hidden row.
   void append_tree(std::span<const token_id> tokens, std::span<const std::int32_t> parents,
                    std::span<float> logits, std::span<float> hidden) {
     check_hidden(tokens.size(), hidden, "append_tree");
-    tree_model::append_tree(tokens, parents, logits);
+    append_tree(tokens, parents, logits);
     try {
-      copy_hidden(tokens.size(), hidden);
+      copy_hidden(tokens.size(), hidden.data());
     } catch (...) {
       commit(std::span<const std::int32_t>());  // drop the tree: nothing changed
       throw;
     }
+  }
+
+  /// tree_model::commit.
+  void commit(std::span<const std::int32_t> path) {
+    tree_model::commit(path);
+    pending_ = false;
   }
 
  private:
@@ -110,15 +126,31 @@ class hidden_model : public tree_model {
                                   std::to_string(hidden.size()) + " floats, expected " +
                                   "tokens.size() x hidden_size() = " + std::to_string(n * d_));
   }
+  void check_prefill(std::span<const token_id> tokens, const char* who) const {
+    if (pending_)
+      throw std::logic_error(std::string(who) + ": a tree is pending; commit() comes first");
+    check_tokens(tokens, who);
+  }
+
+  /// One llama_decode of `tokens` (at most batch_size()) after the context, sequence 0, every
+  /// token an output; the tokens join the context.
+  void decode_chunk(std::span<const token_id> tokens) {
+    batch_.clear();
+    for (std::size_t i = 0; i < tokens.size(); ++i)
+      batch_.add(tokens[i], static_cast<llama_pos>(size() + i), std::initializer_list<int>{0},
+                 true);
+    decode_or_throw("prefill");
+    tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  }
 
   /// Rows 0..n-1 of the last llama_decode's embedding output (llama_get_embeddings_ith).
-  void copy_hidden(std::size_t n, std::span<float> out) {
+  void copy_hidden(std::size_t n, float* out) {
     for (std::size_t i = 0; i < n; ++i) {
       const float* row = llama_get_embeddings_ith(ctx_.get(), static_cast<std::int32_t>(i));
       if (row == nullptr)
         throw llama_error("llama_get_embeddings_ith(" + std::to_string(i) +
                           ") returned no row (was the context made with embeddings on?)");
-      std::memcpy(out.data() + i * d_, row, d_ * sizeof(float));
+      std::memcpy(out + i * d_, row, d_ * sizeof(float));
     }
   }
 
@@ -140,6 +172,7 @@ class hidden_model : public tree_model {
   }
 
   std::size_t d_;
+  bool pending_ = false;  ///< a tree is pending (append_tree ... commit)
 };
 
 static_assert(HiddenStateTreeModel<hidden_model> && PrefillLanguageModel<hidden_model>);
