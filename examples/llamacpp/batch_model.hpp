@@ -10,6 +10,9 @@
 // The context is made with kv_unified: one KV buffer whose cells are tagged with their sequence,
 // so llama.cpp puts the whole batch in one ubatch (one forward pass over all rows) and each row
 // attends to its own sequence's cells only. All sequences share the context's n_ctx cells.
+// Rows (measured, docs/llamacpp.md): Q8_0 rows are the same bits alone or beside other
+// sequences; F32 rows move by up to 5.5e-4, as llama.cpp's F32 kernels sum in an order that
+// depends on how many rows a call has.
 #pragma once
 
 #include <llama.h>

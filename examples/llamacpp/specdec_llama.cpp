@@ -278,7 +278,9 @@ int run_parallel(const llama_cli_options& c) {
       throw std::invalid_argument("-p/-f: a prompt of " + std::to_string(prompts.back().size()) +
                                   " tokens leaves no room in the model's context of " +
                                   std::to_string(target_file.trained_context()));
-    cells += std::min(prompts.back().size() + c.n_predict, target_file.trained_context());
+    // At most the model's trained context per request (-n -1: until it is full).
+    cells += prompts.back().size() +
+             std::min(c.n_predict, target_file.trained_context() - prompts.back().size());
   }
   // The sequences share the context's cells: by default room for every request in full.
   context_options bco = co;
@@ -351,7 +353,7 @@ int run_parallel(const llama_cli_options& c) {
     std::vector<std::unique_ptr<specdec::model_drafter<context_model>>> drafters;
     for (std::size_t i = 0; i < c.parallel; ++i) {
       context_options dco = co;
-      dco.n_ctx = std::min(prompts[i].size() + c.n_predict + 64, target_file.trained_context());
+      dco.n_ctx = target_file.trained_context();
       contexts.push_back(std::make_unique<context_model>(draft_file, dco));
       drafters.push_back(std::make_unique<specdec::model_drafter<context_model>>(
           *contexts.back(), specdec::model_drafter_options{.p_min = c.draft_p_min}));
