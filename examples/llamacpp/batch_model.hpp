@@ -23,11 +23,12 @@
 #include <cstring>
 #include <initializer_list>
 #include <span>
-#include <specdec/concepts/batch_language_model.hpp>
-#include <specdec/types.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <specdec/concepts/batch_language_model.hpp>
+#include <specdec/types.hpp>
 
 #include "llamacpp/gguf_model.hpp"
 

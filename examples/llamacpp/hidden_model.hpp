@@ -3,11 +3,12 @@
 // pooling none, so that every llama_decode also leaves each token's embedding output, which for
 // llama models is the row after the final norm: the classifier's input.
 //   append(tokens, logits, hidden)          = tree_model::append + llama_get_embeddings_ith
-//   prefill(tokens, hidden)                 = tree_model::prefill + llama_get_embeddings_ith
+//   prefill(tokens, hidden)                 = llama_decode, every token an output (no logits
+//                                             copied) + llama_get_embeddings_ith
 //   append_tree(tokens, parents, logits, h) = tree_model::append_tree + llama_get_embeddings_ith
 // The heads also need the target's classifier and token embedding (V x d floats each): they are
 // read from the GGUF file itself (gguf_init_from_file, then the two tensors' bytes, dequantized
-// with ggml's to_float), see gguf_classifier.
+// with ggml's to_float), see load_gguf_classifier.
 #pragma once
 
 #include <ggml.h>
@@ -21,11 +22,12 @@
 #include <initializer_list>
 #include <memory>
 #include <span>
-#include <specdec/concepts/hidden_state_model.hpp>
-#include <specdec/types.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <specdec/concepts/hidden_state_model.hpp>
+#include <specdec/types.hpp>
 
 #include "llamacpp/tree_model.hpp"
 

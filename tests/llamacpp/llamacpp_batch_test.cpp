@@ -2,15 +2,16 @@
 // sequences of one llama.cpp context against the batch conformance kit (g1-g4, g6), F32 and
 // Q8_0; specdec::batch_decoder on it gives every sequence the greedy output of decoding it alone
 // (plain, and with a GGUF draft model per sequence); bad input and full contexts refused.
+#include "common.hpp"
+
 #include <algorithm>
 #include <cmath>
+#include <string>
+
 #include <llamacpp/batch_model.hpp>
 #include <llamacpp/context_model.hpp>
 #include <specdec/specdec.hpp>
 #include <specdec/testing.hpp>
-#include <string>
-
-#include "common.hpp"
 
 using specdec::token_id;
 using namespace specdec::llamacpp;

@@ -4,16 +4,17 @@
 // plain greedy output token for token (EAGLE-style and Medusa, chains and trees, F32 and Q8_0),
 // and specdec-llama --draft heads:FILE does the same end to end and refuses heads of another
 // vocabulary or a wider hidden state (exit status 1, a message naming the file).
+#include "common.hpp"
+
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
+
 #include <llama2c/heads_file.hpp>
 #include <llamacpp/context_model.hpp>
 #include <llamacpp/hidden_model.hpp>
 #include <specdec/specdec.hpp>
-
-#include "common.hpp"
 
 using specdec::token_id;
 using namespace specdec::llamacpp;

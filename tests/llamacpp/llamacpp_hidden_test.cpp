@@ -2,15 +2,16 @@
 // conformance kit with the hidden-row check (F32 and Q8_0); its hidden rows against llama2.c's
 // engine on the checkpoint the GGUF was converted from; the classifier and embedding read from
 // the GGUF against the checkpoint's; bad input refused.
+#include "common.hpp"
+
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+
 #include <llama2c/model.hpp>
 #include <llama2c/reference.hpp>
 #include <llamacpp/hidden_model.hpp>
 #include <specdec/testing.hpp>
-#include <stdexcept>
-
-#include "common.hpp"
 
 using specdec::token_id;
 using namespace specdec::llamacpp;

@@ -7,15 +7,20 @@
 // model (chains with token and block verification, a tree) and EAGLE-style heads on
 // hidden_model's rows. Controls that must fail: runs of the draft model alone (what a verifier
 // that kept every draft would give) and plain sampling at T = 1.25.
+#include "common.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <filesystem>
+#include <map>
+
 #include <llama2c/heads_file.hpp>
 #include <llamacpp/context_model.hpp>
 #include <llamacpp/hidden_model.hpp>
 #include <llamacpp/tree_model.hpp>
-#include <map>
 #include <specdec/specdec.hpp>
 
-#include "common.hpp"
 #include "support/chi_square.hpp"
 
 using specdec::token_id;
