@@ -164,9 +164,14 @@ int run(const llama_cli_options& c) {
   // `tgt` is the target context, or the hidden_capture around it for heads.
   auto decode = [&](auto& tgt, auto& drafter) {
     if (!c.k && c.tree.empty() && c.draft != llama_draft::none) {  // --tree: a fixed shape
+      const auto c0 = std::chrono::steady_clock::now();
       const auto cost = specdec::calibrate(tgt, drafter);
+      report["policy_calibration_seconds"] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
       o.replan = specdec::speed_policy(cost);
       report["policy_cost_curve"] = cost.target;
+      report["policy_draft_per_level"] = cost.draft_per_level;
+      report["policy_draft_per_node"] = cost.draft_per_node;
     }
     specdec::speculative_decoder decoder(tgt, drafter);
     const auto r = decoder.generate(prompt, o);
