@@ -228,7 +228,7 @@ fi
 SEEDS=$lever_seeds B=$B bench/sampling_levers.sh "$heads" "$distilled" | shown_stream >"$work/levers.md"
 section "Sampling: what moves tokens per call at temperature 0.8" \
   "SEEDS=$lever_seeds B=\$B bench/sampling_levers.sh \$W/eagle.heads \$W/eagle_distilled.heads   # the second: $(shown "${dtrain[*]}")" \
-  "Counts, the same on any machine: EAGLE-style heads on aidreams260K itself, four prompts x $lever_seeds seeds, 100 tokens. Every configuration is exactly lossless; what differs is how many tokens a target call yields. Whether a tree's extra rows pay depends on t(n): on these 2 cores the engine turns compute-bound past about 8 rows (t(16) and t(24) in the cost section below), so the speed policy (\\`-k auto\\` in the headline) plans chains here."
+  "Counts, the same on any machine: EAGLE-style heads on aidreams260K itself, four prompts x $lever_seeds seeds, 100 tokens. Every configuration is exactly lossless; what differs is how many tokens a target call yields. Whether a tree's extra rows pay depends on t(n): on these 2 cores the engine turns compute-bound past about 8 rows (t(16) and t(24) in the cost section below), so trees of many nodes do not pay here; the speed policy (\`-k auto\` in the headline) reads t(n) and plans chains or trees of a few nodes."
 cat "$work/levers.md" >>"$frag"
 
 # --- the other measurements -----------------------------------------------------------------------
