@@ -171,6 +171,14 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
   }
   if (!(c.draft_p_min >= 0.0f && c.draft_p_min <= 1.0f))
     throw usage_error("--spec-draft-p-min: must be in [0, 1]");
+  // Both act on a draft model's chains only: refused elsewhere rather than ignored.
+  const std::string who = c.draft == llama_draft::none    ? "no drafter"
+                          : c.draft == llama_draft::ngram ? "--draft ngram"
+                                                          : "--draft heads:FILE";
+  if (c.draft_p_min > 0.0f && c.draft != llama_draft::model)
+    throw usage_error("--spec-draft-p-min: applies to a draft model (-md), not to " + who);
+  if (c.draft_min > 0 && c.draft != llama_draft::model)
+    throw usage_error("--spec-draft-n-min: applies to a draft model (-md), not to " + who);
   if (!tree.empty()) {
     try {
       c.tree = specdec::parse_branching(tree);
@@ -202,6 +210,8 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
       throw usage_error("-np: --tree is not supported with --parallel (chains only)");
     if (c.draft == llama_draft::heads)
       throw usage_error("-np: --draft heads:FILE is not supported with --parallel");
+    if (c.draft_min > 0)
+      throw usage_error("-np: --spec-draft-n-min is not supported with --parallel");
     if (!c.grammar.empty() || !c.grammar_file.empty())
       throw usage_error("-np: --grammar is not supported with --parallel");
   }

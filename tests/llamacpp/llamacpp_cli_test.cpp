@@ -68,3 +68,18 @@ TEST_CASE("specdec-llama cli: -np N serves N requests, chains without heads or g
   REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "-np", "2", "--grammar", "root ::= \"a\""}),
                       "-np: --grammar is not supported with --parallel");
 }
+
+TEST_CASE("specdec-llama cli: --spec-draft-n-min and -p-min act on a draft model only") {
+  CHECK(parse_llama_cli({"-m", "t.gguf", "-md", "d.gguf", "--spec-draft-n-min", "2",
+                         "--spec-draft-p-min", "0.5"}).draft_min == 2);
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "--draft", "heads:h", "--spec-draft-p-min",
+                                       "0.5"}),
+                      "--spec-draft-p-min: applies to a draft model (-md), not to --draft heads:FILE");
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "--draft", "ngram", "--spec-draft-n-min", "2"}),
+                      "--spec-draft-n-min: applies to a draft model (-md), not to --draft ngram");
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "--spec-draft-n-min", "2"}),
+                      "--spec-draft-n-min: applies to a draft model (-md), not to no drafter");
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "-md", "d.gguf", "-np", "2",
+                                       "--spec-draft-n-min", "2"}),
+                      "-np: --spec-draft-n-min is not supported with --parallel");
+}
