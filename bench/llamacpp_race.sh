@@ -23,6 +23,10 @@
 # stats.tokens_per_second. Prints, per configuration and system, the median tokens/s over rounds
 # and prompts with its range, and its ratio to llama-plain's median.
 #
+# Environment: HEADS=FILE (draft heads from specdec-train-heads on aidreams260K) adds
+# specdec-heads-policy and specdec-heads-4 (--draft heads:FILE, no K and K = 4); QUANTS (default
+# "f32 q8_0") and TEMPS (default "0 0.8") narrow the configurations.
+#
 # Do not run it while anything else runs on the machine (compiles included): the figures would
 # measure the neighbour. Needs the llamacpp preset's build plus
 #   cmake --build BUILD_DIR --target specdec_llamacpp_race_tools
@@ -73,11 +77,11 @@ run() {  # config system command...
 }
 
 for round in $(seq 1 "$R"); do
-  for quant in f32 q8_0; do
+  for quant in ${QUANTS:-f32 q8_0}; do
     target=$G/big.gguf
     [[ $quant == q8_0 ]] && target=$G/big-q8_0.gguf
     draft=$G/big-draft.gguf
-    for temp in 0 0.8; do
+    for temp in ${TEMPS:-0 0.8}; do
       config="$quant T=$temp"
       common=(-t "$T" -n "$N" --temp "$temp" -s 1 -c 1024 -fa "$FA")
       for p in "${prompts[@]}"; do
@@ -101,6 +105,12 @@ for round in $(seq 1 "$R"); do
         run "$config" specdec-tree "$specdec" -m "$target" -md "$draft" -p "$p" "${common[@]}" --ignore-eos \
           --tree 4x2x2x1
         run "$config" specdec-ngram "$specdec" -m "$target" --draft ngram -p "$p" "${common[@]}" --ignore-eos
+        if [[ -n ${HEADS:-} ]]; then
+          run "$config" specdec-heads-policy "$specdec" -m "$target" --draft "heads:$HEADS" -p "$p" \
+            "${common[@]}" --ignore-eos
+          run "$config" specdec-heads-4 "$specdec" -m "$target" --draft "heads:$HEADS" -p "$p" \
+            "${common[@]}" --ignore-eos --spec-draft-n-max 4
+        fi
       done
     done
   done
