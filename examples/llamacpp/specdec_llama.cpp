@@ -71,6 +71,15 @@ specdec::llama2c::heads_record load_heads(const std::string& path, const gguf_mo
 
 specdec::weight_view view(const specdec::row_matrix& m) { return {m.data(), m.rows(), m.cols()}; }
 
+/// The context options -c, -t and -fa ask for (target and draft contexts alike).
+context_options cli_context_options(const llama_cli_options& c) {
+  return {.n_ctx = c.ctx_size,
+          .n_threads = c.threads,
+          .flash_attn = c.flash_attn == flash_attention::on    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                        : c.flash_attn == flash_attention::off ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                                               : LLAMA_FLASH_ATTN_TYPE_AUTO};
+}
+
 json options_json(const llama_cli_options& c, const specdec::generate_options& o) {
   json j;
   j["model"] = c.model;
@@ -110,12 +119,7 @@ int run(const llama_cli_options& c) {
     prompt_text = s.str();
   }
   const gguf_model target_file(c.model);
-  const context_options co{
-      .n_ctx = c.ctx_size,
-      .n_threads = c.threads,
-      .flash_attn = c.flash_attn == flash_attention::on    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
-                    : c.flash_attn == flash_attention::off ? LLAMA_FLASH_ATTN_TYPE_DISABLED
-                                                           : LLAMA_FLASH_ATTN_TYPE_AUTO};
+  const context_options co = cli_context_options(c);
   const std::size_t n_ctx = c.ctx_size ? c.ctx_size : target_file.trained_context();
   // A sequence per leaf: --tree's leaves, or 64 for the policy's trees (its max_nodes is 32).
   const std::size_t leaves = c.tree.empty() ? 64 : tree_leaves(c.tree);
@@ -268,12 +272,7 @@ int run_parallel(const llama_cli_options& c) {
   set_llama_log_level(false);
   const auto texts = parallel_prompts(c);
   const gguf_model target_file(c.model);
-  const context_options co{
-      .n_ctx = c.ctx_size,
-      .n_threads = c.threads,
-      .flash_attn = c.flash_attn == flash_attention::on    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
-                    : c.flash_attn == flash_attention::off ? LLAMA_FLASH_ATTN_TYPE_DISABLED
-                                                           : LLAMA_FLASH_ATTN_TYPE_AUTO};
+  const context_options co = cli_context_options(c);
   std::vector<std::vector<specdec::token_id>> prompts;
   std::size_t cells = 0;
   for (const auto& text : texts) {
