@@ -158,6 +158,33 @@ TEST_CASE("replan: where every K loses the policy decodes plainly, probes bounde
   }
 }
 
+TEST_CASE("replan: min_gain keeps plain decoding where a shape would gain less") {
+  // t(2) = 1.9 t(1): an exact K = 1 draft would gain 2 / 1.9 = 5% (and K = 2, 3 / 2.8 = 7%).
+  // speed_policy's margin of 10% never leaves plain decoding for that; with no margin the
+  // policy probes and climbs.
+  table_model target({.vocab_size = 16, .order = 3, .seed = 7});
+  table_model copy({.vocab_size = 16, .order = 3, .seed = 7});
+  drafter_t oracle(copy);
+  specdec::speculative_decoder decoder(target, oracle);
+  const std::vector<token_id> prompt{3, 1, 4, 1, 5};
+  const auto cost = curve(40, 0.1, 0.9);
+  auto o = policy_options(cost);
+  CHECK(o.replan.min_gain == 0.1);
+  o.max_new_tokens = 200;
+  o.sampling.temperature = 0.0f;
+  CHECK(decoder.generate(prompt, o).stats.drafted_tokens == 0);
+  CHECK(decoder.plan().branching.empty());
+  o.replan.min_gain = 0.0;
+  decoder.forget_measurements();
+  const auto log = run_steps(decoder, prompt, o);
+  CHECK(log.steps_drafting(0, log.drafted.size()) > 0);
+  CHECK(log.speed_over_plain(cost) > 1.0);
+  // A gain above the margin is taken: a cheap curve with the exact draft.
+  o.replan = specdec::speed_policy(curve(40, 1.0, 0.05));
+  decoder.forget_measurements();
+  CHECK(decoder.generate(prompt, o).stats.drafted_tokens > 0);
+}
+
 TEST_CASE("replan: a cheap curve and an exact draft go as deep as allowed") {
   table_model target({.vocab_size = 16, .order = 3, .seed = 7});
   table_model copy({.vocab_size = 16, .order = 3, .seed = 7});
@@ -352,6 +379,10 @@ TEST_CASE("replan: the policy's options are checked at the entry") {
   CHECK_THROWS_WITH(decoder.generate(prompt, o),
                     "generate_options.replan.optimism: must be > 0 and finite");
   o.replan.optimism = 1.0;
+  o.replan.min_gain = -0.1;
+  CHECK_THROWS_WITH(decoder.generate(prompt, o),
+                    "generate_options.replan.min_gain: must be >= 0 and finite");
+  o.replan.min_gain = 0.1;
   o.replan.cost.target.clear();
   CHECK_THROWS_WITH(decoder.generate(prompt, o),
                     Catch::Contains("generate_options.replan.cost.target"));

@@ -78,6 +78,11 @@ struct generate_options {
     bool explore = false;         ///< the speed policy (above)
     double optimism = 1.0;        ///< explore: pseudo-samples per cell (> 0, finite)
     std::size_t half_life = 256;  ///< explore: target calls per halving of the counts (0 = never)
+    /// A plan that drafts replaces plain decoding only when its predicted tokens per second
+    /// exceed plain decoding's, 1 / cost.target[1], by at least this fraction (>= 0, finite):
+    /// the margin that keeps probes and calibration noise from costing more than a marginal
+    /// shape could gain. speed_policy() sets 0.1.
+    double min_gain = 0.0;
   } replan;
   /// Keep the part of the target's context that the new prompt starts with (multi-turn chat,
   /// continuing a generation) instead of feeding the whole prompt again. Off by default: every
@@ -168,6 +173,8 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
     throw std::invalid_argument("generate_options.replan.explore: needs replan.every >= 1");
   if (o.replan.explore && (!(o.replan.optimism > 0.0) || !std::isfinite(o.replan.optimism)))
     throw std::invalid_argument("generate_options.replan.optimism: must be > 0 and finite");
+  if (!(o.replan.min_gain >= 0.0) || !std::isfinite(o.replan.min_gain))
+    throw std::invalid_argument("generate_options.replan.min_gain: must be >= 0 and finite");
   if (o.replan.every > 0) o.replan.cost.check("generate_options.replan.cost");
   if (o.verification != chain_verification::token && o.verification != chain_verification::block)
     throw std::invalid_argument("generate_options.verification: not token or block");
@@ -176,7 +183,8 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
 /**
  * The speed policy for a target whose step costs `cost` (calibrate() measures it): re-plan
  * before every step with explore on (generate_options::replan), chains or trees as the
- * drafter allows, plain decoding whenever no shape is predicted to be faster. A plan costs
+ * drafter allows, plain decoding whenever no shape is predicted to be at least 10% faster
+ * (min_gain: below that margin a probe's cost and the curve's noise outweigh the gain). A plan costs
  * microseconds (O(max_depth) for a chain; plan_tree's search is bounded by the curve's length)
  * and allocates a little. Use as
  * `options.replan = speed_policy(calibrate(target, drafter));`. The curve must reach nodes + 1
@@ -187,6 +195,7 @@ inline generate_options::replan_options speed_policy(step_cost_model cost) {
   r.every = 1;
   r.cost = std::move(cost);
   r.explore = true;
+  r.min_gain = 0.1;
   return r;
 }
 
