@@ -25,7 +25,9 @@
 #
 # Environment: HEADS=FILE (draft heads from specdec-train-heads on aidreams260K) adds
 # specdec-heads-policy and specdec-heads-4 (--draft heads:FILE, no K and K = 4); QUANTS (default
-# "f32 q8_0") and TEMPS (default "0 0.8") narrow the configurations.
+# "f32 q8_0") and TEMPS (default "0 0.8") narrow the configurations; SYSTEMS (a regex over the
+# system names, e.g. 'llama-plain|specdec-policy|specdec-ngram') runs only the rows it matches,
+# for more rounds of a few rows.
 #
 # Do not run it while anything else runs on the machine (compiles included): the figures would
 # measure the neighbour. Needs the llamacpp preset's build plus
@@ -59,6 +61,7 @@ tps_speculative() { sed -n 's/.*decoded .* speed: *\([0-9.]*\) t\/s.*/\1/p' | ta
 run() {  # config system command...
   local config=$1 system=$2 tps tpc=nan
   shift 2
+  [[ -z ${SYSTEMS:-} || $system =~ ^(${SYSTEMS})$ ]] || return 0  # SYSTEMS: a regex of rows to run
   if [[ $system == specdec* ]]; then
     "$@" --json 2>/dev/null >"$out/last.json" || true
     read -r tps tpc < <(jq -r '"\(.stats.tokens_per_second) \(.stats.tokens_per_target_call)"' \
