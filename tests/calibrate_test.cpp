@@ -88,12 +88,23 @@ TEST_CASE("calibrate: the curve is t(n) per n, the median over rounds, non-decre
     for (std::size_t n = 1; n <= 9; ++n) CHECK(t[n] == Approx(0.010 + 0.001 * n));
   }
   SECTION("a slow call in a round is outvoted by the median") {
-    // Every 5th call (the warm-up is call 0) takes 100 times longer.
+    // Every 7th call (the warm-up is call 0; a round is n = 1, 2, 3, 4, 1) takes 100 times
+    // longer: 4 of the 35 timed calls, spread over the points.
     clocked_model m({.vocab_size = 8}, now, [](std::size_t n, std::size_t call) {
-      return (call % 5 == 0 ? 100.0 : 1.0) * static_cast<double>(n);
+      return (call % 7 == 0 ? 100.0 : 1.0) * static_cast<double>(n);
     });
     const auto t = specdec::measure_cost_curve(
         m, {.max_n = 4, .min_rounds = 5, .max_rounds = 5, .budget_seconds = 1e9}, clock);
+    for (std::size_t n = 1; n <= 4; ++n) CHECK(t[n] == Approx(static_cast<double>(n)));
+  }
+  SECTION("t(1) timed slow at the start of most rounds does not make every shape look cheap") {
+    // A burst on the machine at the start of rounds 1 and 2 (calls 1 and 6: n = 1): with one
+    // t(1) per round its median would be 1.5 and t(2) / t(1) 1.33 instead of 2.
+    clocked_model m({.vocab_size = 8}, now, [](std::size_t n, std::size_t call) {
+      return (call == 1 || call == 6 ? 1.5 : 1.0) * static_cast<double>(n);
+    });
+    const auto t = specdec::measure_cost_curve(
+        m, {.max_n = 4, .min_rounds = 3, .max_rounds = 3, .budget_seconds = 0.0}, clock);
     for (std::size_t n = 1; n <= 4; ++n) CHECK(t[n] == Approx(static_cast<double>(n)));
   }
   SECTION("a dip is flattened: more tokens never cost less") {
@@ -138,20 +149,26 @@ TEST_CASE("calibrate: the budget bounds the rounds past min_rounds") {
   const auto clock = [&now] { return now; };
   clocked_model m({.vocab_size = 8}, now,
                   [](std::size_t n, std::size_t) { return static_cast<double>(n); });
-  // A round of n = 1..4 costs 10: warm-up 4, then rounds while the spent + 10 <= budget.
+  // A round of n = 1..4 and n = 1 again costs 11: warm-up 4, then rounds while the spent + 11
+  // <= budget.
   SECTION("a tiny budget runs min_rounds") {
     specdec::measure_cost_curve(m, {.max_n = 4, .min_rounds = 2, .budget_seconds = 0.0}, clock);
-    CHECK(m.calls() == 1 + 2 * 4);
-    CHECK(now == Approx(4 + 2 * 10));
+    CHECK(m.calls() == 1 + 2 * 5);
+    CHECK(now == Approx(4 + 2 * 11));
   }
-  SECTION("a budget of 45 runs 4 rounds (4 + 40 spent, a fifth would reach 54)") {
-    specdec::measure_cost_curve(m, {.max_n = 4, .min_rounds = 1, .budget_seconds = 45.0}, clock);
-    CHECK(m.calls() == 1 + 4 * 4);
+  SECTION("a budget of 49 runs 4 rounds (4 + 44 spent, a fifth would reach 59)") {
+    specdec::measure_cost_curve(m, {.max_n = 4, .min_rounds = 1, .budget_seconds = 49.0}, clock);
+    CHECK(m.calls() == 1 + 4 * 5);
   }
   SECTION("max_rounds caps a generous budget") {
     specdec::measure_cost_curve(
         m, {.max_n = 4, .min_rounds = 1, .max_rounds = 3, .budget_seconds = 1e9}, clock);
-    CHECK(m.calls() == 1 + 3 * 4);
+    CHECK(m.calls() == 1 + 3 * 5);
+  }
+  SECTION("a max_n of 1 times n = 1 once per round") {
+    specdec::measure_cost_curve(
+        m, {.max_n = 1, .min_rounds = 3, .max_rounds = 3, .budget_seconds = 0.0}, clock);
+    CHECK(m.calls() == 1 + 3);
   }
 }
 

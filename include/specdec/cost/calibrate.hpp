@@ -163,24 +163,26 @@ class call_timer {
 }  // namespace detail
 
 /**
- * The seconds `model` takes to score n tokens in one call after the context it holds, for
- * n = 1..options.max_n: element n of the result (element 0 is 0), as step_cost_model::target
- * wants it. One warm-up call of max_n tokens, then rounds that each time every measured n once
- * (calibration_points), so that a change of machine speed lands on all n alike; t(n) is the
- * median over the rounds, made non-decreasing by the nearest such curve in least squares
- * (detail::isotonic_fit: more tokens never do less work, a dip is noise a planner would chase,
- * and one slow point is averaged with the later ones it exceeds rather than lifting them all),
- * then interpolated between measured n.
+ * The seconds `model` takes to score n tokens in one call after the context it holds, for n =
+ * 1..options.max_n: element n of the result (element 0 is 0), as step_cost_model::target wants it.
+ * One warm-up call of max_n tokens, then rounds that each time every measured n once
+ * (calibration_points), so that a change of machine speed lands on all n alike, and n = 1 also at
+ * the round's end: whether a shape pays is decided by t(n) / t(1), and a t(1) timed high by a
+ * burst on the machine would make every shape look cheap, so t(1) gets twice the samples; t(n) is
+ * the median over its samples, made non-decreasing by the nearest such curve in least squares
+ * (detail::isotonic_fit: more tokens never do less work, a dip is noise a planner would chase, and
+ * one slow point is averaged with the later ones it exceeds rather than lifting them all), then
+ * interpolated between measured n.
  *
- * Cost: the warm-up plus min_rounds to max_rounds rounds of sum over measured n of t(n), the
- * budget deciding how many past min_rounds (the default, 9 points: about 3 x 11 t(1) on a
- * memory-bound target). Leaves the model's context exactly as found: every call is truncated
+ * Cost: the warm-up plus min_rounds to max_rounds rounds of t(1) plus the sum over measured n of
+ * t(n), the budget deciding how many past min_rounds (the default, 9 points: about 3 x 12 t(1) on
+ * a memory-bound target). Leaves the model's context exactly as found: every call is truncated
  * back (a tree's pending nodes dropped with commit of an empty path), also when it throws. The
  * appended tokens are ids 1, 2, ... (mod V); the cost is measured at the current context length,
- * so calibrate after a typical prompt for long-context costs.
- * Throws std::invalid_argument naming the field for bad options or a max_n that does not fit
- * the model's max_size() after its context; what the model throws propagates. `clock()` returns
- * seconds (steady_seconds by default). Not thread-safe: it uses the model.
+ * so calibrate after a typical prompt for long-context costs. Throws std::invalid_argument naming
+ * the field for bad options or a max_n that does not fit the model's max_size() after its context;
+ * what the model throws propagates. `clock()` returns seconds (steady_seconds by default). Not
+ * thread-safe: it uses the model.
  */
 template <LanguageModel Model, class Clock = steady_seconds>
 std::vector<double> measure_cost_curve(Model& model, const calibrate_options& options = {},
@@ -196,6 +198,10 @@ std::vector<double> measure_cost_curve(Model& model, const calibrate_options& op
     for (std::size_t i = 0; i < points.size(); ++i) {
       samples[i].push_back(timer(points[i]));
       this_round += samples[i].back();
+    }
+    if (points.size() > 1) {  // t(1) again at the round's end: every break-even is a ratio to it
+      samples[0].push_back(timer(1));
+      this_round += samples[0].back();
     }
     spent += this_round;
     if (round + 1 >= options.min_rounds && spent + this_round > options.budget_seconds) break;
