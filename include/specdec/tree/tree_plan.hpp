@@ -60,33 +60,20 @@ struct acceptance_profile {
   /**
    * The profile the speed policy plans from (generate_options::replan.explore): measured counts
    * plus `prior` pseudo-samples of the most a cell could be, rate[d][r] = (accepted + prior x u)
-   * / (offered + prior), u = 1 - the rates of the lower ranks at that depth (at least 0). How
-   * far it reaches: with depths 0..a - 1 each having accepted something and depth a not, it
-   * holds depths 0..a (one past the evidence) once depth a was offered, and 0..2a while it was
-   * not (climbing: every position offered so far was accepted at least once, so the next plan
-   * may double its depth, 1, 3, 7, ..., instead of growing one position per step); depth 0 alone
-   * while nothing was accepted; never more than `depths`. At each depth it holds the ranks
-   * offered so far plus one (at most max_rank). Measuring a position pulls its optimism down to
-   * what it accepts; counts that decay to 0 make a cell optimistic again. Throws
-   * std::invalid_argument unless prior > 0 and finite. O(depths x max_rank).
+   * / (offered + prior), u = 1 - the rates of the lower ranks at that depth (at least 0). It
+   * reaches one step past the evidence and no further: depth 0 always, depth d + 1 once some
+   * candidate at depth d was accepted, and at each depth the ranks offered so far plus one (at
+   * most max_rank). So a plan may go one position deeper (or one candidate wider) than was
+   * measured, and measuring it pulls the optimism down to what the position accepts; counts
+   * that decay to 0 make a cell optimistic again. Throws std::invalid_argument unless prior > 0
+   * and finite. O(depths x max_rank).
    */
   static acceptance_profile optimistic(const decode_stats& s, double prior, std::size_t depths,
                                        std::size_t max_rank = 8) {
     if (!(prior > 0.0) || !std::isfinite(prior))
       throw std::invalid_argument("acceptance_profile::optimistic: prior must be > 0 and finite");
-    const auto total = [&](const auto& m, std::size_t d) {
-      std::size_t a = 0;
-      if (d < m.size())
-        for (const std::size_t c : m[d]) a += c;
-      return a;
-    };
-    std::size_t evidence = 0;  // depths 0..evidence - 1 each accepted something
-    while (evidence < depths && total(s.accepted_at_rank, evidence) > 0) ++evidence;
-    // Climbing (nothing offered past the evidence yet): as far again; else one past.
-    const bool climbing = evidence > 0 && total(s.offered_at_rank, evidence) == 0;
-    const std::size_t reach = std::min(depths, climbing ? 2 * evidence + 1 : evidence + 1);
     acceptance_profile p;
-    for (std::size_t d = 0; d < reach; ++d) {
+    for (std::size_t d = 0; d < depths; ++d) {
       const auto count = [&](const auto& m, std::size_t r) {
         return d < m.size() && r < m[d].size() ? m[d][r] : std::size_t{0};
       };
@@ -98,6 +85,7 @@ struct acceptance_profile {
       const std::size_t ranks = std::min(seen + 1, max_rank);
       std::vector<double> row;
       double below = 0.0;
+      std::size_t accepted_here = 0;
       for (std::size_t r = 0; r < ranks; ++r) {
         const double room = std::max(0.0, 1.0 - below);
         const double rate =
@@ -105,9 +93,11 @@ struct acceptance_profile {
                                (static_cast<double>(count(s.offered_at_rank, r)) + prior));
         row.push_back(rate);
         below += rate;
+        accepted_here += count(s.accepted_at_rank, r);
       }
       if (row.empty()) break;
       p.rate.push_back(std::move(row));
+      if (accepted_here == 0) break;  // nothing reached depth d + 1 (lately): stop one past
     }
     return p;
   }
