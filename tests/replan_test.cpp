@@ -148,6 +148,7 @@ TEST_CASE("replan: where every K loses the policy decodes plainly, probes bounde
     specdec::speculative_decoder decoder(target, drafter);
     const auto cost = curve(40, 0.1, 0.9);
     auto o = policy_options(cost);
+    o.replan.min_gain = 0.0;  // the bound on the probes themselves (the margin would hide them)
     o.max_new_tokens = 2000;
     o.sampling.temperature = 1.0f;
     const auto log = run_steps(decoder, prompt, o);
