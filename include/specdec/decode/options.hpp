@@ -184,9 +184,9 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
  * The speed policy for a target whose step costs `cost` (calibrate() measures it): re-plan
  * before every step with explore on (generate_options::replan), chains or trees as the
  * drafter allows, plain decoding whenever no shape is predicted to be at least 10% faster
- * (min_gain: below that margin a probe's cost and the curve's noise outweigh the gain). A plan costs
- * microseconds (O(max_depth) for a chain; plan_tree's search is bounded by the curve's length)
- * and allocates a little. Use as
+ * (min_gain: below that margin a probe's cost and the curve's noise outweigh the gain). A plan
+ * costs microseconds (O(max_depth) for a chain; plan_tree's search is bounded by the curve's
+ * length) and allocates a little. Use as
  * `options.replan = speed_policy(calibrate(target, drafter));`. The curve must reach nodes + 1
  * for the shapes to be considered (calibrate's default max_n = 9: chains up to K = 8).
  */
