@@ -77,6 +77,13 @@ TEST_CASE("tree_plan: free verification plans the deepest chain, compute-bound p
   const auto short_plan = specdec::plan_chain(chain, costly, 16);
   CHECK(short_plan.branching.size() < 6);
   CHECK(short_plan.branching.size() >= 1);
+  // min_gain: the flat curve's best chain is predicted 1 + 0.8 + ... = 3.95 times plain
+  // decoding; a margin above that keeps plain decoding, one below it does not.
+  CHECK(specdec::plan_chain(chain, flat, 16, 2.9).branching == plan.branching);
+  CHECK(specdec::plan_chain(chain, flat, 16, 3.0).branching.empty());
+  CHECK(specdec::plan_tree(chain, flat, 64, 8, 8, 3.0).branching.empty());
+  CHECK_THROWS_WITH(specdec::plan_chain(chain, flat, 16, -1.0),
+                    "plan_chain: min_gain must be >= 0 and finite");
 }
 
 TEST_CASE("tree_plan: the planner's choice scores as well as any enumerated shape") {

@@ -26,8 +26,8 @@ inline void halve_rank_counts(decode_stats& m) noexcept {
  * Replaces s.options' shape with plan_chain's or plan_tree's choice for s.measured. Without
  * replan.explore it keeps the shape while too few steps were measured and plans only measured
  * cells; with it, it first counts the target calls since the last plan toward replan.half_life
- * (halving the counts once per half-life) and plans from acceptance_profile::optimistic. A
- * drafting plan predicted less than replan.min_gain faster than plain decoding is replaced by it.
+ * (halving the counts once per half-life) and plans from acceptance_profile::optimistic. Either
+ * way a drafting plan must be predicted replan.min_gain faster than plain decoding.
  * Reads only committed steps' counts, never the step about to be drafted. `can_tree`: the
  * drafter drafts trees. O(plan_tree's search) for trees, O(max_depth) for chains.
  */
@@ -48,11 +48,9 @@ inline void replan(sequence_state& s, bool can_tree) {
     profile = acceptance_profile::from_stats(s.measured, r.min_samples);
     if (profile.rate.empty()) return;  // too few steps measured yet: keep the shape in force
   }
-  s.plan = chains ? plan_chain(profile, r.cost, std::min(r.max_nodes, r.max_depth))
-                  : plan_tree(profile, r.cost, r.max_nodes, r.max_depth);
-  if (!s.plan.branching.empty() &&
-      s.plan.tokens_per_second() * r.cost.target[1] < 1.0 + r.min_gain)
-    s.plan = {{}, 0, 1.0, r.cost.target[1]};  // not worth it over plain decoding
+  s.plan = chains ? plan_chain(profile, r.cost, std::min(r.max_nodes, r.max_depth), r.min_gain)
+                  : plan_tree(profile, r.cost, r.max_nodes, r.max_depth, /*max_width=*/8,
+                              r.min_gain);
   const bool chain = std::all_of(s.plan.branching.begin(), s.plan.branching.end(),
                                  [](std::size_t k) { return k == 1; });
   if (chain) {

@@ -148,12 +148,14 @@ struct plan_search {
   const step_cost_model& cost;
   std::size_t max_nodes, max_depth, max_width;
   bool chain_only;
+  double floor;  // tokens per second a shape must beat: plain decoding's x (1 + min_gain)
   tree_plan best;
   std::vector<std::size_t> shape;
 
   void consider(std::size_t nodes, double tokens) {
     const double seconds = cost.seconds(nodes, shape.size());
-    if (tokens / seconds > best.tokens_per_second()) best = {shape, nodes, tokens, seconds};
+    if (tokens / seconds > std::max(best.tokens_per_second(), floor))
+      best = {shape, nodes, tokens, seconds};
   }
   // Extends `shape` (whose deepest level has `width` nodes, reached with probability `reach`)
   // by one more level.
@@ -171,6 +173,16 @@ struct plan_search {
       shape.pop_back();
     }
   }
+
+  // Plain decoding, then every shape within the bounds.
+  tree_plan search(double min_gain, const char* who) {
+    if (!(min_gain >= 0.0) || !std::isfinite(min_gain))
+      throw std::invalid_argument(std::string(who) + ": min_gain must be >= 0 and finite");
+    best = {{}, 0, 1.0, cost.target[1]};
+    floor = (1.0 + min_gain) / cost.target[1];
+    extend(0, 1, 1.0, 1.0);
+    return best;
+  }
 };
 
 }  // namespace detail
@@ -182,28 +194,26 @@ struct plan_search {
  * D x draft_per_level + nodes x draft_per_node), P(depth d reached) being the product of
  * accepted_within over the levels above. Plain decoding (an empty shape, cost target[1]) is a
  * candidate too, so a profile or a cost curve under which speculation does not pay plans no
- * drafts. Exhaustive over the shapes within the bounds (a few thousand for 64 nodes). Throws
- * std::invalid_argument for a cost model that step_cost_model::check refuses.
+ * drafts; a shape replaces it only when predicted more than `min_gain` faster (the speed
+ * policy's margin, generate_options::replan.min_gain). Exhaustive over the shapes within the
+ * bounds (a few thousand for 64 nodes). Throws std::invalid_argument for a cost model that
+ * step_cost_model::check refuses, or a min_gain that is negative or not finite.
  */
 inline tree_plan plan_tree(const acceptance_profile& profile, const step_cost_model& cost,
                            std::size_t max_nodes = 64, std::size_t max_depth = 8,
-                           std::size_t max_width = 8) {
+                           std::size_t max_width = 8, double min_gain = 0.0) {
   cost.check("plan_tree: cost");
-  detail::plan_search s{profile, cost, max_nodes, max_depth, max_width, false, {}, {}};
-  s.best = {{}, 0, 1.0, cost.target[1]};
-  s.extend(0, 1, 1.0, 1.0);
-  return s.best;
+  return detail::plan_search{profile, cost, max_nodes, max_depth, max_width, false, 0.0, {}, {}}
+      .search(min_gain, "plan_tree");
 }
 
 /// plan_tree restricted to chains: the draft length K (the plan's branching is K ones; empty
 /// for K = 0).
 inline tree_plan plan_chain(const acceptance_profile& profile, const step_cost_model& cost,
-                            std::size_t max_k = 16) {
+                            std::size_t max_k = 16, double min_gain = 0.0) {
   cost.check("plan_chain: cost");
-  detail::plan_search s{profile, cost, max_k, max_k, 1, true, {}, {}};
-  s.best = {{}, 0, 1.0, cost.target[1]};
-  s.extend(0, 1, 1.0, 1.0);
-  return s.best;
+  return detail::plan_search{profile, cost, max_k, max_k, 1, true, 0.0, {}, {}}.search(
+      min_gain, "plan_chain");
 }
 
 /// The plan_tree score of one given shape (to compare a hand-picked shape with the plan):
