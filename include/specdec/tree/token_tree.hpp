@@ -5,10 +5,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <iterator>
 #include <limits>
-#include <map>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -54,19 +52,7 @@ struct node_range {
   }
 };
 
-/// Scratch of token_tree::assign_candidates, reused so that building a trie allocates nothing
-/// once it has held a trie of that size. Not thread-safe.
-struct trie_workspace {
-  struct node {
-    token_id token;
-    std::int32_t parent, first_child, last_child, next_sibling;
-    std::size_t children;
-  };
-  std::vector<node> nodes;
-  std::vector<std::int32_t> order;  // breadth-first order of `nodes`, then their new indices
-  std::vector<token_id> tokens;
-  std::vector<std::int32_t> parents;
-};
+struct trie_workspace;  // tree/token_trie.hpp
 
 /**
  * A token tree flattened in breadth-first order.
@@ -193,97 +179,31 @@ class token_tree {
    * The trie of candidate continuations under `root`: shared prefixes become shared nodes and
    * identical candidates one path. Children keep the order in which the candidates first
    * introduce them, so candidate order is verification order. Empty candidates add nothing.
-   * Throws std::invalid_argument for a negative token or too many nodes. O(total tokens * log).
+   * Throws std::invalid_argument for a negative token or too many nodes. O(total tokens x the
+   * most children a node has). Defined in tree/token_trie.hpp, with the other two.
    */
   static token_tree from_candidates(token_id root,
-                                    std::span<const std::vector<token_id>> candidates) {
-    return trie_of(root, candidates, nullptr);
-  }
+                                    std::span<const std::vector<token_id>> candidates);
 
   /**
    * from_candidates within the shape `branching` (a TreeDrafter's k1 x k2 x ...): a node at
    * depth d keeps the first branching[d] children the candidates introduce, and no node is
    * deeper than branching.size(); a candidate that would pass either bound is cut there (its
    * prefix stays). The trie therefore has no more nodes than the full shape. Throws like
-   * from_candidates. O(total tokens * log).
+   * from_candidates. O(total tokens x max branching).
    */
   static token_tree from_candidates(token_id root,
                                     std::span<const std::vector<token_id>> candidates,
-                                    std::span<const std::size_t> branching) {
-    return trie_of(root, candidates, &branching);
-  }
+                                    std::span<const std::size_t> branching);
 
   /**
    * Makes this the trie from_candidates(root, candidates, branching) builds, reusing this tree's
-   * storage and `ws`: no allocation once both have held a trie of that size. A child is found
-   * among its parent's by a linear scan (at most branching[d] of them). Throws like
-   * from_candidates. O(total tokens * max branching).
+   * storage and `ws`: no allocation once both have held a trie of that size. `Candidates` is a
+   * range of token sequences. Throws like from_candidates. O(total tokens x max branching).
    */
   template <class Candidates>
   void assign_candidates(token_id root, const Candidates& candidates,
-                         std::span<const std::size_t> branching, trie_workspace& ws) {
-    using tnode = trie_workspace::node;
-    auto& nodes = ws.nodes;
-    const std::size_t most = shape_nodes(branching, max_tree_nodes) + 1;  // the full shape
-    nodes.reserve(most);
-    ws.order.reserve(most);
-    ws.tokens.reserve(most);
-    ws.parents.reserve(most);
-    reserve(most);
-    nodes.clear();
-    nodes.push_back(tnode{root, -1, -1, -1, -1, 0});
-    std::size_t c = 0;
-    for (const auto& candidate : candidates) {
-      std::size_t at = 0;
-      for (std::size_t j = 0; j < candidate.size(); ++j) {
-        const token_id t = candidate[j];
-        if (t < 0)
-          throw std::invalid_argument("token_tree::from_candidates: candidates[" +
-                                      std::to_string(c) + "][" + std::to_string(j) +
-                                      "] = " + std::to_string(t) + " is negative");
-        std::int32_t child = nodes[at].first_child;
-        while (child >= 0 && nodes[static_cast<std::size_t>(child)].token != t)
-          child = nodes[static_cast<std::size_t>(child)].next_sibling;
-        if (child >= 0) {
-          at = static_cast<std::size_t>(child);
-          continue;
-        }
-        // `at` sits at depth j: a new child must fit the shape there.
-        if (j >= branching.size() || nodes[at].children >= branching[j]) break;
-        if (nodes.size() >= max_tree_nodes)
-          throw std::invalid_argument("token_tree::from_candidates: more than max_tree_nodes = " +
-                                      std::to_string(max_tree_nodes) + " nodes");
-        const auto id = static_cast<std::int32_t>(nodes.size());
-        nodes.push_back(tnode{t, static_cast<std::int32_t>(at), -1, -1, -1, 0});
-        tnode& parent = nodes[at];
-        if (parent.last_child >= 0)
-          nodes[static_cast<std::size_t>(parent.last_child)].next_sibling = id;
-        else
-          parent.first_child = id;
-        parent.last_child = id;
-        parent.children += 1;
-        at = static_cast<std::size_t>(id);
-      }
-      ++c;
-    }
-    // Breadth-first flattening: `order` lists the nodes level by level, children in the order
-    // the candidates introduced them; a node's new index is its place in `order`.
-    auto& order = ws.order;
-    order.assign(1, 0);
-    for (std::size_t i = 0; i < order.size(); ++i)
-      for (std::int32_t k = nodes[static_cast<std::size_t>(order[i])].first_child; k >= 0;
-           k = nodes[static_cast<std::size_t>(k)].next_sibling)
-        order.push_back(k);
-    ws.tokens.clear();
-    ws.parents.clear();
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      tnode& n = nodes[static_cast<std::size_t>(order[i])];
-      ws.tokens.push_back(n.token);
-      ws.parents.push_back(n.parent < 0 ? -1 : nodes[static_cast<std::size_t>(n.parent)].next_sibling);
-      n.next_sibling = static_cast<std::int32_t>(i);  // from here on: the node's new index
-    }
-    assign(ws.tokens, ws.parents);
-  }
+                         std::span<const std::size_t> branching, trie_workspace& ws);
 
   /// Number of nodes, root included. O(1).
   std::size_t size() const noexcept { return tokens_.size(); }
@@ -406,58 +326,11 @@ class token_tree {
   }
 
  private:
-  // The trie of `candidates` under `root`, within `shape` when it is given (from_candidates).
-  static token_tree trie_of(token_id root, std::span<const std::vector<token_id>> candidates,
-                            const std::span<const std::size_t>* shape) {
-    // Build a pointer-free trie: node -> (token -> child), plus child order per node.
-    struct trie_node {
-      std::map<token_id, std::size_t> child_of;
-      std::vector<std::size_t> children;
-      token_id token;
-    };
-    std::vector<trie_node> trie(1);
-    trie[0].token = root;
-    for (std::size_t c = 0; c < candidates.size(); ++c) {
-      std::size_t at = 0;
-      for (std::size_t j = 0; j < candidates[c].size(); ++j) {
-        const token_id t = candidates[c][j];
-        if (t < 0)
-          throw std::invalid_argument("token_tree::from_candidates: candidates[" +
-                                      std::to_string(c) + "][" + std::to_string(j) +
-                                      "] = " + std::to_string(t) + " is negative");
-        const auto it = trie[at].child_of.find(t);
-        if (it != trie[at].child_of.end()) {
-          at = it->second;
-          continue;
-        }
-        // `at` sits at depth j: a new child must fit the shape there.
-        if (shape && (j >= shape->size() || trie[at].children.size() >= (*shape)[j])) break;
-        if (trie.size() >= max_tree_nodes)
-          throw std::invalid_argument("token_tree::from_candidates: more than max_tree_nodes = " +
-                                      std::to_string(max_tree_nodes) + " nodes");
-        const std::size_t id = trie.size();
-        trie[at].child_of.emplace(t, id);
-        trie[at].children.push_back(id);
-        trie.push_back(trie_node{{}, {}, t});
-        at = id;
-      }
-    }
-    // Breadth-first flattening.
-    std::vector<token_id> tokens;
-    std::vector<std::int32_t> parents;
-    tokens.reserve(trie.size());
-    parents.reserve(trie.size());
-    std::deque<std::pair<std::size_t, std::int32_t>> queue{{0, -1}};
-    while (!queue.empty()) {
-      const auto [id, parent] = queue.front();
-      queue.pop_front();
-      const auto me = static_cast<std::int32_t>(tokens.size());
-      tokens.push_back(trie[id].token);
-      parents.push_back(parent);
-      for (std::size_t c : trie[id].children) queue.emplace_back(c, me);
-    }
-    return token_tree(tokens, parents);
-  }
+  // The trie builder behind from_candidates and assign_candidates (tree/token_trie.hpp):
+  // within `shape` when it is given.
+  template <class Candidates>
+  void assign_trie(token_id root, const Candidates& candidates,
+                   const std::span<const std::size_t>* shape, trie_workspace& ws);
 
   void check(std::size_t node, const char* what) const {
     if (node >= tokens_.size())
@@ -490,3 +363,5 @@ class token_tree {
 };
 
 }  // namespace specdec
+
+#include "specdec/tree/token_trie.hpp"  // the trie members' definitions
