@@ -66,8 +66,10 @@ struct totals {
     target += s.target_seconds;
     verify += s.verify_seconds;
   }
-  /// Adds another run's counts and times (not its drafted_at).
+  /// Adds another run's counts and times.
   void add(const totals& t) {
+    if (drafted_at.size() < t.drafted_at.size()) drafted_at.resize(t.drafted_at.size());
+    for (std::size_t i = 0; i < t.drafted_at.size(); ++i) drafted_at[i] += t.drafted_at[i];
     generated += t.generated;
     calls += t.calls;
     drafted += t.drafted;
@@ -121,41 +123,67 @@ totals decode_all(llama2c::model& target, Drafter& drafter, std::size_t k,
   return t;
 }
 
-/// Per configuration: tokens/s and speedup of every repetition, and the totals of the last.
+/// Per configuration: tokens/s and speedup of every repetition, the totals of the last and of
+/// all repetitions.
 struct interleaved_runs {
   std::vector<std::vector<double>> tokens_per_second, speedup;
-  std::vector<totals> last;
+  std::vector<totals> last, all;
 };
 
 /**
- * `configs[i].run(temperature)` decodes all prompts once and returns its totals; configs[0] is
- * plain decoding, the reference of the speedups. After one warm-up run of each configuration
- * (scratch growth, caches), every repetition runs each configuration once, in order, so machine
- * noise hits them alike; speedup = tokens/s / tokens/s of configs[0] in the same repetition.
- * Configurations for which skip(i) holds are not run (their vectors stay empty); configs[0]
- * always runs.
+ * `configs[i].run(temperature, part, round)` decodes part `part` of the prompts (a prompt, say)
+ * once and returns its totals (round: 0 for the warm-up, r + 1 in repetition r, for a benchmark
+ * that draws new seeds each repetition); configs[0] is plain decoding, the reference of the
+ * speedups. After one warm-up run of each configuration on every part (scratch growth, caches),
+ * every repetition runs, part by part, each configuration once on that part, in an order rotated
+ * per part and repetition, so machine noise, which drifts over seconds here, hits them alike; a
+ * repetition's tokens/s sums its parts, and speedup = tokens/s / tokens/s of configs[0] in the same
+ * repetition. Configurations for which skip(i) holds are not run (their vectors stay empty);
+ * configs[0] always runs.
  */
 template <class Config, class Skip>
-interleaved_runs run_interleaved(const std::vector<Config>& configs, float temperature, int reps,
-                                 Skip skip) {
+interleaved_runs run_interleaved_parts(const std::vector<Config>& configs, float temperature,
+                                       int reps, std::size_t parts, Skip skip) {
   const std::size_t n = configs.size();
   const auto skipped = [&](std::size_t i) { return i != 0 && skip(i); };
   for (std::size_t i = 0; i < n; ++i)
-    if (!skipped(i)) configs[i].run(temperature);
+    for (std::size_t part = 0; part < parts && !skipped(i); ++part)
+      configs[i].run(temperature, part, std::size_t{0});
   interleaved_runs out{std::vector<std::vector<double>>(n), std::vector<std::vector<double>>(n),
-                       std::vector<totals>(n)};
+                       std::vector<totals>(n), std::vector<totals>(n)};
   for (int r = 0; r < reps; ++r) {
-    double plain = 0.0;
+    std::vector<totals> rep(n);
+    for (std::size_t part = 0; part < parts; ++part)
+      for (std::size_t j = 0; j < n; ++j) {
+        const std::size_t i = (j + part + static_cast<std::size_t>(r)) % n;
+        if (!skipped(i))
+          rep[i].add(configs[i].run(temperature, part, static_cast<std::size_t>(r) + 1));
+      }
+    const double plain = rep[0].tokens_per_second();
     for (std::size_t i = 0; i < n; ++i) {
       if (skipped(i)) continue;
-      out.last[i] = configs[i].run(temperature);
-      const double rate = out.last[i].tokens_per_second();
-      if (i == 0) plain = rate;
-      out.tokens_per_second[i].push_back(rate);
-      out.speedup[i].push_back(rate / plain);
+      out.last[i] = rep[i];
+      out.all[i].add(rep[i]);
+      out.tokens_per_second[i].push_back(rep[i].tokens_per_second());
+      out.speedup[i].push_back(rep[i].tokens_per_second() / plain);
     }
   }
   return out;
+}
+
+/// run_interleaved_parts with one part: `configs[i].run(temperature)` decodes all prompts once.
+template <class Config, class Skip>
+interleaved_runs run_interleaved(const std::vector<Config>& configs, float temperature, int reps,
+                                 Skip skip) {
+  struct whole {
+    const Config* config;
+    totals run(float temperature, std::size_t, std::size_t) const {
+      return config->run(temperature);
+    }
+  };
+  std::vector<whole> wholes;
+  for (const auto& c : configs) wholes.push_back({&c});
+  return run_interleaved_parts(wholes, temperature, reps, 1, skip);
 }
 
 }  // namespace specdec::bench
