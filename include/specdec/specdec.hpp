@@ -16,6 +16,7 @@
 #include "specdec/concepts/language_model.hpp"
 #include "specdec/concepts/tree_language_model.hpp"
 #include "specdec/cost/calibrate.hpp"
+#include "specdec/cost/cost_keeper.hpp"
 #include "specdec/decode/options.hpp"
 #include "specdec/decode/pipeline.hpp"
 #include "specdec/decoder.hpp"
