@@ -75,7 +75,7 @@ TEST_CASE("cost_keeper: measures on first use, then again only when its curve is
   CHECK(target.size() == 0);  // the context as found
 }
 
-TEST_CASE("cost_keeper: refresh() measures whatever the age; an infinite age never expires") {
+TEST_CASE("cost_keeper: refresh() measures whatever the age, and an infinite age never expires") {
   double now = 0.0;
   const auto clock = [&now] { return now; };
   timed_model target(now, 1.0, 0.1);

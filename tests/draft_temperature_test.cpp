@@ -90,7 +90,7 @@ struct spy_drafter {
 
 }  // namespace
 
-TEST_CASE("draft temperature: ignored by greedy targets; given to drafters when sampling") {
+TEST_CASE("draft temperature: ignored by greedy targets - given to drafters when sampling") {
   table_model target(target_table), draft_model(draft_table);
   model_drafter_t inner(draft_model);
   spy_drafter spy{inner, {}};

@@ -76,7 +76,7 @@ std::vector<warping> warps(bool processed) {
 
 }  // namespace
 
-TEST_CASE("row processor: model drafter chains (token-wise K = 4, 8; block K = 4), trees") {
+TEST_CASE("row processor: model drafter chains (token-wise K = 4, 8 - block K = 4), trees") {
   const int trials = 8000;
   for (const auto& w : warps(true)) {
     SECTION(w.name + ", token-wise, K = 4 and 8") {

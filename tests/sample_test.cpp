@@ -8,7 +8,7 @@
 
 #include "support/chi_square.hpp"
 
-TEST_CASE("sample: argmax ties go to the lowest id; NaN is refused") {
+TEST_CASE("sample: argmax ties go to the lowest id - NaN is refused") {
   std::vector<float> row{1.f, 3.f, 3.f, 2.f};
   CHECK(specdec::argmax(row) == 1);
   std::vector<float> nan_row{1.f, std::nanf(""), 3.f};
@@ -29,7 +29,7 @@ TEST_CASE("sample: draws follow the distribution (chi-square) and never a zero")
   CHECK(r.pass());
 }
 
-TEST_CASE("sample: unnormalised weights are fine; an empty total is refused") {
+TEST_CASE("sample: unnormalised weights are fine - an empty total is refused") {
   std::vector<float> w{0.f, 2.f, 0.f};
   specdec::rng g(1);
   CHECK(specdec::sample(w, g) == 1);

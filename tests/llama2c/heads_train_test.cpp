@@ -139,7 +139,7 @@ std::vector<char> with_field(std::vector<char> b, std::size_t at, std::uint32_t 
 }
 }  // namespace
 
-TEST_CASE("heads_file: an attention layer round-trips; version 1 files still load") {
+TEST_CASE("heads_file: an attention layer round-trips - version 1 files still load") {
   const auto bytes = l2::heads_bytes(small_eagle_attn());
   const auto back = l2::parse_heads(bytes, "x");
   CHECK(back.eagle.attention.heads == 2);

@@ -129,7 +129,7 @@ TEST_CASE("llamacpp grammar: a file that cannot be read or parsed is refused, na
   std::remove(bad.c_str());
 }
 
-TEST_CASE("llamacpp grammar: copies share the cache; a prefix off the prompt is refused") {
+TEST_CASE("llamacpp grammar: copies share the cache - a prefix off the prompt is refused") {
   auto g = grammar_processor::from_text(t::target(), "root ::= [0-9]+\n", "digits.gbnf");
   const std::vector<token_id> prompt{1, 303};
   g.start(prompt);
