@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "support/clocked_model.hpp"
 #include "support/table_model.hpp"
 #include "support/tree_table_model.hpp"
 
@@ -19,34 +20,9 @@ namespace {
 
 using specdec::calibrate_options;
 using specdec::token_id;
+using specdec::test::clocked_model;
 using specdec::test::table_model;
 using specdec::test::table_model_options;
-
-// A table model whose append advances a shared counter clock by cost(n, call index).
-class clocked_model {
- public:
-  clocked_model(table_model_options o, double& now,
-                std::function<double(std::size_t, std::size_t)> cost)
-      : m_(o), now_(now), cost_(std::move(cost)) {}
-  std::size_t vocab_size() const noexcept { return m_.vocab_size(); }
-  std::size_t size() const noexcept { return m_.size(); }
-  std::size_t max_size() const noexcept { return m_.max_size(); }
-  std::span<const token_id> tokens() const noexcept { return m_.tokens(); }
-  void append(std::span<const token_id> t, std::span<float> logits) {
-    if (throw_at_ == t.size()) throw std::runtime_error("clocked_model: refused");
-    m_.append(t, logits);
-    now_ += cost_(t.size(), calls_++);
-  }
-  void truncate(std::size_t n) { m_.truncate(n); }
-  std::size_t calls() const noexcept { return calls_; }
-  std::size_t throw_at_ = 0;  // an append of this many tokens throws (0: none)
-
- private:
-  table_model m_;
-  double& now_;
-  std::function<double(std::size_t, std::size_t)> cost_;
-  std::size_t calls_ = 0;
-};
 
 // A tree model whose append costs n and whose append_tree costs 2 n on a counter clock.
 class clocked_tree_model {

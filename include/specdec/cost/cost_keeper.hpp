@@ -3,7 +3,6 @@
 // host whose cost curve drifts while the process runs.
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <optional>
 #include <stdexcept>
