@@ -32,6 +32,7 @@ inline void halve_rank_counts(decode_stats& m) noexcept {
  * drafter drafts trees. O(plan_tree's search) for trees, O(max_depth) for chains.
  */
 inline void replan(sequence_state& s, bool can_tree) {
+  constexpr std::size_t max_width = 8;  // children per tree node a plan may give (plan_tree's)
   const auto& r = s.options.replan;
   const bool chains =
       r.chains_only || s.options.verification == chain_verification::block || !can_tree;
@@ -43,14 +44,13 @@ inline void replan(sequence_state& s, bool can_tree) {
       s.measured_calls -= r.half_life;
     }
     profile = acceptance_profile::optimistic(s.measured, r.optimism, r.max_depth,
-                                             chains ? 1 : std::min<std::size_t>(r.max_nodes, 8));
+                                             chains ? 1 : std::min(r.max_nodes, max_width));
   } else {
     profile = acceptance_profile::from_stats(s.measured, r.min_samples);
     if (profile.rate.empty()) return;  // too few steps measured yet: keep the shape in force
   }
   s.plan = chains ? plan_chain(profile, r.cost, std::min(r.max_nodes, r.max_depth), r.min_gain)
-                  : plan_tree(profile, r.cost, r.max_nodes, r.max_depth, /*max_width=*/8,
-                              r.min_gain);
+                  : plan_tree(profile, r.cost, r.max_nodes, r.max_depth, max_width, r.min_gain);
   const bool chain = std::all_of(s.plan.branching.begin(), s.plan.branching.end(),
                                  [](std::size_t k) { return k == 1; });
   if (chain) {
