@@ -158,7 +158,7 @@ void run_target(const char* title, Target& target, Drafter& drafter,
              return decode_one(d, t, p, round, k, nullptr);
            }});
     decoder_t warm(target, drafter);
-    specdec::step_cost_model warm_cost = cost, cold_cost = cost;
+    specdec::step_cost_model warm_cost, cold_cost;  // set at each repetition's first prompt
     t7_over_t1.clear();
     configs.push_back({"policy (warm)", [&](float t, std::size_t p, std::size_t round) {
                          if (p == 0) recalibrate(warm_cost);
