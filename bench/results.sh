@@ -225,9 +225,16 @@ else
   dtrain=(--kind eagle --out "$distilled" -t 2 --distill 1 --distill-temp 0.8) lever_seeds=10
 fi
 "$B/specdec-train-heads" --model "$models/aidreams260K.bin" --tokenizer "$tok" "${dtrain[@]}" >&2
-SEEDS=$lever_seeds B=$B bench/sampling_levers.sh "$heads" "$distilled" | shown_stream >"$work/levers.md"
+narrow=$work/eagle_narrow.heads
+if [ "$smoke" = 1 ]; then
+  ntrain=(--kind eagle --out "$narrow" --sequences 60 --steps 150 --inner 16)
+else
+  ntrain=(--kind eagle --out "$narrow" -t 2 --inner 256 --sequences 1200 --steps 6000)
+fi
+"$B/specdec-train-heads" --model "$models/aidreams260K.bin" --tokenizer "$tok" "${ntrain[@]}" >&2
+SEEDS=$lever_seeds B=$B bench/sampling_levers.sh "$heads" "$distilled" "$narrow" | shown_stream >"$work/levers.md"
 section "Sampling: what moves tokens per call at temperature 0.8" \
-  "SEEDS=$lever_seeds B=\$B bench/sampling_levers.sh \$W/eagle.heads \$W/eagle_distilled.heads   # the second: $(shown "${dtrain[*]}")" \
+  "SEEDS=$lever_seeds B=\$B bench/sampling_levers.sh \$W/eagle.heads \$W/eagle_distilled.heads \$W/eagle_narrow.heads   # the second: $(shown "${dtrain[*]}"); the third: $(shown "${ntrain[*]}")" \
   "Counts, the same on any machine: EAGLE-style heads on aidreams260K itself, four prompts x $lever_seeds seeds, 100 tokens. Every configuration is exactly lossless; what differs is how many tokens a target call yields. Whether a tree's extra rows pay depends on t(n): on these 2 cores the engine turns compute-bound past about 8 rows (t(16) and t(24) in the cost section below), so trees of many nodes do not pay here; the speed policy (\`-k auto\` in the headline) reads t(n) and plans chains or trees of a few nodes."
 cat "$work/levers.md" >>"$frag"
 

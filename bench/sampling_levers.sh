@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# bench/sampling_levers.sh HEADS [DISTILLED_HEADS] - tokens per target call of EAGLE-style heads
-# when the target samples at temperature 0.8, for each lever that keeps decoding exact: block
-# verification, a draft temperature of the drafts' own, heads distilled on the target's
-# distribution (specdec-train-heads --distill), and sampled trees; greedy chains as the
-# reference. Counts, not timings: the same on any machine, so it runs on aidreams260K itself
+# bench/sampling_levers.sh HEADS [DISTILLED_HEADS [NARROW_HEADS]] - tokens per target call of
+# EAGLE-style heads when the target samples at temperature 0.8, for each lever that keeps decoding
+# exact: block verification, a draft temperature of the drafts' own, heads distilled on the
+# target's distribution (specdec-train-heads --distill), the heads' width and training data
+# (NARROW_HEADS: --inner 256 --sequences 1200 --steps 6000), and sampled trees; greedy chains as
+# the reference. Counts, not timings: the same on any machine, so it runs on aidreams260K itself
 # (the reshaped target computes the same function), four prompts x SEEDS seeds (default 10), 100
 # new tokens each. Prints a markdown table: median (range) per configuration.
 # Needs jq and specdec-generate (B: its folder, default build/release/examples/llama2c).
 set -euo pipefail
-heads=${1:?usage: bench/sampling_levers.sh HEADS [DISTILLED_HEADS]}
+heads=${1:?usage: bench/sampling_levers.sh HEADS [DISTILLED_HEADS [NARROW_HEADS]]}
 distilled=${2:-}
+narrow=${3:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=${B:-$root/build/release/examples/llama2c}
 models=${SPECDEC_MODELS_DIR:-$root/../shared/models}
@@ -43,6 +45,10 @@ for dt in 0 0.4 1.2; do
 done
 if [ -n "$distilled" ]; then
   row "T = 0.8, chain K = 6, token-wise, heads distilled at T = 0.8" --draft "heads:$distilled" -k 6 --temp 0.8 --verification token
+fi
+if [ -n "$narrow" ]; then
+  row "greedy chain, K = 6, narrow heads (--inner 256, 1200 sequences, 6000 steps)" --draft "heads:$narrow" -k 6 --temp 0
+  row "T = 0.8, chain K = 6, token-wise, narrow heads" --draft "heads:$narrow" -k 6 --temp 0.8 --verification token
 fi
 row "T = 0.8, two sampled chains of 6 (tree 2x1x1x1x1x1, 12 nodes)" $h --tree 2x1x1x1x1x1 --heads-expand 2 --replacement without --temp 0.8
 row "T = 0.8, tree 2x2x1x1 (12 nodes)" $h --tree 2x2x1x1 --replacement without --temp 0.8

@@ -21,7 +21,7 @@ namespace specdec::llama2c::train {
 
 /// What generate_corpus() generates.
 struct corpus_options {
-  std::size_t sequences = 1200;  ///< generated sequences (each up to the model's seq_len)
+  std::size_t sequences = 3000;  ///< generated sequences (each up to the model's seq_len)
   std::vector<float> temperatures{0.0f, 0.5f, 1.0f};  ///< cycled per sequence
   std::size_t random_prefix = 4;  ///< sequence i starts with 1 + i % this tokens at temperature 1
   std::uint64_t seed = 1;

@@ -35,7 +35,7 @@ struct train_options {
   heads_kind kind = heads_kind::medusa;
   std::size_t heads = 4;            ///< medusa
   bool own_classifier = true;       ///< medusa: own classifiers (from the target's) or shared
-  std::size_t inner = 256;          ///< eagle: the MLP's width
+  std::size_t inner = 1024;         ///< eagle: the MLP's width
   float regression = 0.1f;          ///< eagle: weight of the hidden-state error
   float noise = 0.0f;               ///< eagle: uniform noise +-noise on the input hidden rows
   /// eagle: share of the cross-entropy taken against the target's own distribution at
@@ -43,7 +43,7 @@ struct train_options {
   float distill = 0.0f;
   float distill_temperature = 1.0f;
   std::size_t batch = 256;
-  std::size_t steps = 6000;         ///< Adam steps, at most
+  std::size_t steps = 10000;        ///< Adam steps, at most
   double seconds = 540.0;           ///< wall-clock bound on the steps (a cap; steps decide)
   float lr = 2e-3f;
   std::uint64_t seed = 1;

@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"medusa", "eagle", "eagle-attn"}));
   app.add_option("--seconds", o.train.seconds, "cap on the training time (default 540)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--steps", o.train.steps, "Adam steps (default 6000): with the seed, this "
+  app.add_option("--steps", o.train.steps, "Adam steps (default 10000): with the seed, this "
                                            "decides the result when --seconds does not cut it")
       ->check(CLI::PositiveNumber);
   app.add_option("--heads", o.train.heads, "medusa heads (default 4, at most 16)")
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   app.add_option("--classifier", o.classifier,
                  "medusa: own (each head its own, from the model's) or shared (default own)")
       ->check(CLI::IsMember({"own", "shared"}));
-  app.add_option("--inner", o.train.inner, "eagle: the MLP's width (default 256)")
+  app.add_option("--inner", o.train.inner, "eagle: the MLP's width (default 1024)")
       ->check(CLI::Range(1, 65536));
   app.add_option("--regression", o.train.regression,
                  "eagle: weight of the hidden-state error (default 0.1)")
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   app.add_option("--attn-width", o.attn.width, "eagle-attn: width of a head (default 16)")
       ->check(CLI::Range(1, 4096));
   app.add_flag("!--no-rope", o.attn.rope, "eagle-attn: no rotary position encoding");
-  app.add_option("--sequences", o.corpus.sequences, "generated sequences (default 1200)")
+  app.add_option("--sequences", o.corpus.sequences, "generated sequences (default 3000)")
       ->check(CLI::Range(2, 1000000));
   app.add_option("--temperatures", o.corpus.temperatures,
                  "generation temperatures, cycled per sequence (default 0 0.5 1)");
