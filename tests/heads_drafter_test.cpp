@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/draft/eagle_drafter.hpp>
+#include <specdec/draft/expected_acceptance.hpp>
 #include <specdec/draft/hidden_capture.hpp>
 #include <specdec/draft/medusa_drafter.hpp>
 #include <specdec/testing.hpp>
@@ -361,6 +362,28 @@ TEST_CASE("eagle_drafter: the attention's context cache follows the history") {
     CHECK(propose(warm) == want);
     CHECK(want != chain(cap, fresh, history, 5));  // with every row known, other drafts
   }
+}
+
+TEST_CASE("expected_acceptance: the heads' measured accuracy as the speed policy's start") {
+  auto e = eagle(4, 8);
+  CHECK(specdec::expected_acceptance(e).rate.empty());  // no accuracy carried: nothing expected
+  e.depth_accuracy = {0.75f, 0.5f, std::nanf(""), 1.5f, -0.25f};
+  const auto pe = specdec::expected_acceptance(e);
+  REQUIRE(pe.rate.size() == 5);  // a chain: one rank per depth; odd values read as rates
+  CHECK(pe.rate[0] == std::vector<double>{0.75});
+  CHECK(pe.rate[1] == std::vector<double>{0.5});
+  CHECK(pe.rate[2] == std::vector<double>{0.0});
+  CHECK(pe.rate[3] == std::vector<double>{1.0});
+  CHECK(pe.rate[4] == std::vector<double>{0.0});
+  auto m = medusa(4, 2, false);
+  m.rank_accuracy = row_matrix{{0.5f, 0.25f, 0.125f}, {0.75f, 0.5f, 0.25f}};
+  const auto pm = specdec::expected_acceptance(m);
+  REQUIRE(pm.rate.size() == 2);
+  CHECK(pm.rate[0] == std::vector<double>{0.5, 0.25, 0.125});
+  REQUIRE(pm.rate[1].size() == 3);  // summing past 1: scaled to sum 1
+  CHECK(pm.rate[1][0] == Approx(0.5));
+  CHECK(pm.rate[1][1] == Approx(1.0 / 3));
+  CHECK(pm.rate[1][2] == Approx(1.0 / 6));
 }
 
 TEST_CASE("heads drafters: bad input") {

@@ -124,6 +124,57 @@ TEST_CASE("replan: optimistic profile reaches one step past the evidence") {
   }
 }
 
+TEST_CASE("replan: an expected profile stands in for the evidence until counts take over") {
+  specdec::decode_stats s;
+  acceptance_profile expected;
+  expected.rate = {{0.5, 0.25}, {0.5}, {0.0}};
+  SECTION("nothing measured: its depths and ranks, then one past its last acceptance") {
+    const auto p = acceptance_profile::optimistic(s, 1.0, 8, 8, expected, 4.0);
+    REQUIRE(p.rate.size() == 3);  // depth 2 expects nothing accepted: depth 3 is not reached
+    CHECK(p.rate[0] == std::vector<double>{0.5, 0.25, 0.25});  // rank 2: the optimistic room
+    CHECK(p.rate[1] == std::vector<double>{0.5, 0.5});
+    CHECK(p.rate[2] == std::vector<double>{0.0, 1.0});
+  }
+  SECTION("counts pull a cell from its expected rate, with expected_samples as its weight") {
+    s.offered_at_rank = {{12}, {6}};
+    s.accepted_at_rank = {{12}, {0}};
+    const auto p = acceptance_profile::optimistic(s, 1.0, 8, 1, expected, 4.0);
+    REQUIRE(p.rate.size() == 3);
+    CHECK(p.rate[0][0] == Approx((12 + 4 * 0.5) / 16));
+    CHECK(p.rate[1][0] == Approx((0 + 4 * 0.5) / 10));
+    CHECK(p.rate[2][0] == 0.0);
+  }
+  SECTION("an expected rate above the room left is capped") {
+    expected.rate = {{0.75, 0.75}};
+    const auto p = acceptance_profile::optimistic(s, 1.0, 8, 8, expected, 4.0);
+    CHECK(p.rate[0][1] == Approx(0.25));
+  }
+  SECTION("bad expected_samples are refused") {
+    CHECK_THROWS_WITH(acceptance_profile::optimistic(s, 1.0, 8, 8, expected, 0.0),
+                      "acceptance_profile::optimistic: expected_samples must be > 0 and finite");
+  }
+}
+
+TEST_CASE("replan: with an expected profile the first plan starts deep") {
+  table_model target({.vocab_size = 16, .order = 3, .seed = 7});
+  table_model copy({.vocab_size = 16, .order = 3, .seed = 7});
+  drafter_t oracle(copy);
+  specdec::speculative_decoder decoder(target, oracle);
+  const auto cost = curve(40, 1.0, 0.01);
+  auto o = policy_options(cost);
+  o.max_new_tokens = 100;
+  o.sampling.temperature = 0.0f;
+  const auto climbing = run_steps(decoder, {3, 1, 4, 1, 5}, o);
+  o.replan.expected.rate.assign(8, {0.9});
+  decoder.forget_measurements();
+  const auto started = run_steps(decoder, {3, 1, 4, 1, 5}, o);
+  CHECK(started.tokens == climbing.tokens);
+  REQUIRE(climbing.drafted.size() > 2);
+  CHECK(climbing.drafted[0] == 1);  // without: one position deeper per step
+  CHECK(started.drafted[0] == 8);   // with: max_depth from the first step
+  CHECK(started.speed_over_plain(cost) > climbing.speed_over_plain(cost));
+}
+
 TEST_CASE("replan: where every K loses the policy decodes plainly, probes bounded") {
   table_model target({.vocab_size = 16, .order = 3, .seed = 7});
   const std::vector<token_id> prompt{3, 1, 4, 1, 5};
@@ -384,6 +435,21 @@ TEST_CASE("replan: the policy's options are checked at the entry") {
   CHECK_THROWS_WITH(decoder.generate(prompt, o),
                     "generate_options.replan.min_gain: must be >= 0 and finite");
   o.replan.min_gain = 0.1;
+  o.replan.expected.rate = {{0.5}, {}};
+  CHECK_THROWS_WITH(decoder.generate(prompt, o),
+                    "generate_options.replan.expected.rate[1]: is empty");
+  o.replan.expected.rate = {{1.5}};
+  CHECK_THROWS_WITH(decoder.generate(prompt, o),
+                    "generate_options.replan.expected.rate[0]: a rate outside [0, 1]");
+  o.replan.expected.rate = {{0.5, 0.6}};
+  CHECK_THROWS_WITH(decoder.generate(prompt, o),
+                    "generate_options.replan.expected.rate[0]: the rates sum past 1");
+  o.replan.expected.rate = {{0.5}};
+  o.replan.expected_samples = 0.0;
+  CHECK_THROWS_WITH(decoder.generate(prompt, o),
+                    "generate_options.replan.expected_samples: must be > 0 and finite");
+  o.replan.expected = {};
+  o.replan.expected_samples = 8.0;
   o.replan.cost.target.clear();
   CHECK_THROWS_WITH(decoder.generate(prompt, o),
                     Catch::Contains("generate_options.replan.cost.target"));

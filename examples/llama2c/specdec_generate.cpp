@@ -88,7 +88,8 @@ void check_room(std::size_t prompt_tokens, std::size_t context, std::size_t seq_
 // `target` is the engine itself, or a view of it (hidden_capture, for draft heads).
 template <class Target, class Drafter>
 int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, Target& target,
-        Drafter& drafter, const l2::tokenizer& tok, std::size_t (*dropped)(const Drafter&)) {
+        Drafter& drafter, const l2::tokenizer& tok, std::size_t (*dropped)(const Drafter&),
+        const specdec::acceptance_profile& expected) {
   specdec::speculative_decoder decoder(target, drafter);
   const auto prompt = tok.encode(info.prompt);
   check_room(prompt.size(), target.max_size(), info.seq_len);
@@ -102,7 +103,10 @@ int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, T
   o.tree = c.tree;
   o.tree_draw = c.draw;
   o.verification = c.verification;
-  if (c.k_auto) o.replan = specdec::speed_policy(specdec::calibrate(target, drafter));
+  if (c.k_auto) {
+    o.replan = specdec::speed_policy(specdec::calibrate(target, drafter));
+    o.replan.expected = expected;
+  }
 
   const bool progress =
       l2::show_progress(isatty(STDERR_FILENO) == 1, isatty(STDOUT_FILENO) == 1, c.json);
@@ -220,7 +224,8 @@ int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, T
 
 template <class Inner, class Target = l2::model>
 int run_wrapped(const l2::cli_options& c, const loaded& info, const l2::model& engine,
-                Target& target, Inner& inner, const l2::tokenizer& tok) {
+                Target& target, Inner& inner, const l2::tokenizer& tok,
+                const specdec::acceptance_profile& expected = {}) {
   if constexpr (!std::is_same_v<Inner, specdec::ngram_drafter>) {
     if (c.ngram_first) {  // --draft ngram+...: prompt lookup first, `inner` when it has nothing
       specdec::ngram_drafter lookup(c.ngram);
@@ -228,13 +233,14 @@ int run_wrapped(const l2::cli_options& c, const loaded& info, const l2::model& e
       specdec::min_length_drafter<decltype(composed)> drafter(composed, c.draft_min);
       return run(
           c, info, engine, target, drafter, tok,
-          +[](const specdec::min_length_drafter<decltype(composed)>& d) { return d.dropped(); });
+          +[](const specdec::min_length_drafter<decltype(composed)>& d) { return d.dropped(); },
+          expected);
     }
   }
   specdec::min_length_drafter<Inner> drafter(inner, c.draft_min);
   return run(
       c, info, engine, target, drafter, tok,
-      +[](const specdec::min_length_drafter<Inner>& d) { return d.dropped(); });
+      +[](const specdec::min_length_drafter<Inner>& d) { return d.dropped(); }, expected);
 }
 
 int generate(const l2::cli_options& c) {
@@ -262,7 +268,8 @@ int generate(const l2::cli_options& c) {
     case l2::draft_kind::none: {
       specdec::no_drafter none;
       return run(
-          c, info, target, target, none, tok, +[](const specdec::no_drafter&) { return std::size_t{0}; });
+          c, info, target, target, none, tok, +[](const specdec::no_drafter&) { return std::size_t{0}; },
+          {});
     }
     case l2::draft_kind::ngram: {
       specdec::ngram_drafter lookup(c.ngram);
@@ -292,12 +299,15 @@ int generate(const l2::cli_options& c) {
       if (heads.kind == l2::heads_kind::medusa) {
         specdec::medusa_drafter drafter(capture, std::move(heads.medusa), w.classifier(),
                                         {.max_nodes = c.heads_nodes, .candidates = candidates});
-        return run_wrapped(c, info, target, capture, drafter, tok);
+        // The heads' held-out accuracy: where the speed policy's first plans start (-k auto).
+        return run_wrapped(c, info, target, capture, drafter, tok,
+                           specdec::expected_acceptance(drafter.weights()));
       }
       specdec::eagle_drafter drafter(
           capture, std::move(heads.eagle), w.classifier(), w.token_embedding(),
           {.max_nodes = c.heads_nodes, .expand = c.heads_expand, .candidates = candidates});
-      return run_wrapped(c, info, target, capture, drafter, tok);
+      return run_wrapped(c, info, target, capture, drafter, tok,
+                         specdec::expected_acceptance(drafter.weights()));
     }
   }
   return 1;

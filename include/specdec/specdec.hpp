@@ -24,6 +24,7 @@
 #include "specdec/draft/eagle_attention.hpp"
 #include "specdec/draft/eagle_drafter.hpp"
 #include "specdec/draft/eagle_head.hpp"
+#include "specdec/draft/expected_acceptance.hpp"
 #include "specdec/draft/hidden_capture.hpp"
 #include "specdec/draft/medusa_drafter.hpp"
 #include "specdec/draft/medusa_heads.hpp"

@@ -77,6 +77,12 @@ struct generate_options {
     bool chains_only = false;
     bool explore = false;         ///< the speed policy (above)
     double optimism = 1.0;        ///< explore: pseudo-samples per cell (> 0, finite)
+    /// explore: the acceptance expected before any is measured (rate[d][r], each in [0, 1],
+    /// each depth's sum at most 1), for instance expected_acceptance(heads) for draft heads:
+    /// the first plans start from it instead of climbing one depth per step, and measurements
+    /// take over as they come (acceptance_profile::optimistic). Empty = none.
+    acceptance_profile expected;
+    double expected_samples = 8.0;  ///< explore: pseudo-samples `expected` counts per cell (> 0)
     std::size_t half_life = 256;  ///< explore: target calls per halving of the counts (0 = never)
     /// A plan that drafts replaces plain decoding only when its predicted tokens per second
     /// exceed plain decoding's, 1 / cost.target[1], by at least this fraction (>= 0, finite):
@@ -173,6 +179,22 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
     throw std::invalid_argument("generate_options.replan.explore: needs replan.every >= 1");
   if (o.replan.explore && (!(o.replan.optimism > 0.0) || !std::isfinite(o.replan.optimism)))
     throw std::invalid_argument("generate_options.replan.optimism: must be > 0 and finite");
+  if (o.replan.explore && !o.replan.expected.rate.empty()) {
+    if (!(o.replan.expected_samples > 0.0) || !std::isfinite(o.replan.expected_samples))
+      throw std::invalid_argument(
+          "generate_options.replan.expected_samples: must be > 0 and finite");
+    for (std::size_t d = 0; d < o.replan.expected.rate.size(); ++d) {
+      const auto& row = o.replan.expected.rate[d];
+      const std::string at = "generate_options.replan.expected.rate[" + std::to_string(d) + "]";
+      if (row.empty()) throw std::invalid_argument(at + ": is empty");
+      double sum = 0.0;
+      for (const double x : row) {
+        if (!(x >= 0.0 && x <= 1.0)) throw std::invalid_argument(at + ": a rate outside [0, 1]");
+        sum += x;
+      }
+      if (sum > 1.0 + 1e-6) throw std::invalid_argument(at + ": the rates sum past 1");
+    }
+  }
   if (!(o.replan.min_gain >= 0.0) || !std::isfinite(o.replan.min_gain))
     throw std::invalid_argument("generate_options.replan.min_gain: must be >= 0 and finite");
   if (o.replan.every > 0) o.replan.cost.check("generate_options.replan.cost");

@@ -44,7 +44,8 @@ inline void replan(sequence_state& s, bool can_tree) {
       s.measured_calls -= r.half_life;
     }
     profile = acceptance_profile::optimistic(s.measured, r.optimism, r.max_depth,
-                                             chains ? 1 : std::min(r.max_nodes, max_width));
+                                             chains ? 1 : std::min(r.max_nodes, max_width),
+                                             r.expected, r.expected_samples);
   } else {
     profile = acceptance_profile::from_stats(s.measured, r.min_samples);
     if (profile.rate.empty()) return;  // too few steps measured yet: keep the shape in force

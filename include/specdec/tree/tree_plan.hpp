@@ -65,13 +65,24 @@ struct acceptance_profile {
    * candidate at depth d was accepted, and at each depth the ranks offered so far plus one (at
    * most max_rank). So a plan may go one position deeper (or one candidate wider) than was
    * measured, and measuring it pulls the optimism down to what the position accepts; counts
-   * that decay to 0 make a cell optimistic again. Throws std::invalid_argument unless prior > 0
-   * and finite. O(depths x max_rank).
+   * that decay to 0 make a cell optimistic again.
+   *
+   * `expected` (optional) is what is known before measuring, for instance the held-out accuracy
+   * heads were trained to (expected_acceptance): a cell it has counts `expected_samples`
+   * pseudo-samples of its rate instead of the optimistic ones, rate = (accepted + w x e) /
+   * (offered + w) with e its rate (at most the room left at that depth), and the profile reaches
+   * its depths and ranks, and one past them, as if they were measured. Throws std::invalid_argument unless prior > 0
+   * and finite, and, with `expected`, expected_samples too. O(depths x max_rank).
    */
   static acceptance_profile optimistic(const decode_stats& s, double prior, std::size_t depths,
-                                       std::size_t max_rank = 8) {
+                                       std::size_t max_rank = 8,
+                                       const acceptance_profile& expected = {},
+                                       double expected_samples = 8.0) {
     if (!(prior > 0.0) || !std::isfinite(prior))
       throw std::invalid_argument("acceptance_profile::optimistic: prior must be > 0 and finite");
+    if (!expected.rate.empty() && (!(expected_samples > 0.0) || !std::isfinite(expected_samples)))
+      throw std::invalid_argument(
+          "acceptance_profile::optimistic: expected_samples must be > 0 and finite");
     acceptance_profile p;
     for (std::size_t d = 0; d < depths; ++d) {
       const auto count = [&](const auto& m, std::size_t r) {
@@ -82,22 +93,27 @@ struct acceptance_profile {
           d < s.offered_at_rank.size() ? s.offered_at_rank[d].size() : 0;
       for (std::size_t r = 0; r < offered_ranks; ++r)
         if (count(s.offered_at_rank, r) > 0) seen = r + 1;
-      const std::size_t ranks = std::min(seen + 1, max_rank);
+      const std::size_t known = d < expected.rate.size() ? expected.rate[d].size() : 0;
+      const std::size_t ranks = std::min(std::max(seen, known) + 1, max_rank);
       std::vector<double> row;
       double below = 0.0;
       std::size_t accepted_here = 0;
       for (std::size_t r = 0; r < ranks; ++r) {
         const double room = std::max(0.0, 1.0 - below);
+        const bool given = r < known;
+        const double w = given ? expected_samples : prior;
+        const double e = given ? std::min(room, expected.rate[d][r]) : room;
         const double rate =
-            std::min(room, (static_cast<double>(count(s.accepted_at_rank, r)) + prior * room) /
-                               (static_cast<double>(count(s.offered_at_rank, r)) + prior));
+            std::min(room, (static_cast<double>(count(s.accepted_at_rank, r)) + w * e) /
+                               (static_cast<double>(count(s.offered_at_rank, r)) + w));
         row.push_back(rate);
         below += rate;
         accepted_here += count(s.accepted_at_rank, r);
       }
       if (row.empty()) break;
       p.rate.push_back(std::move(row));
-      if (accepted_here == 0) break;  // nothing reached depth d + 1 (lately): stop one past
+      // Nothing reached depth d + 1 (lately), nor is expected to: stop one past.
+      if (accepted_here == 0 && !(expected.accepted_within(d, known) > 0.0)) break;
     }
     return p;
   }
