@@ -7,6 +7,7 @@
 #include <specdec/draft/expected_acceptance.hpp>
 #include <specdec/draft/hidden_capture.hpp>
 #include <specdec/draft/medusa_drafter.hpp>
+#include <specdec/draft/ngram_drafter.hpp>
 #include <specdec/testing.hpp>
 
 #include <string>
@@ -384,6 +385,18 @@ TEST_CASE("expected_acceptance: the heads' measured accuracy as the speed policy
   CHECK(pm.rate[1][0] == Approx(0.5));
   CHECK(pm.rate[1][1] == Approx(1.0 / 3));
   CHECK(pm.rate[1][2] == Approx(1.0 / 6));
+
+  // expected_acceptance_of: a heads drafter's profile, nothing for other drafters.
+  hidden_table_model target({.vocab_size = 12, .order = 2, .seed = 8});
+  capture cap(target);
+  auto weights = eagle(12, 16);
+  weights.depth_accuracy = {0.5f, 0.25f};
+  specdec::eagle_drafter drafter(cap, weights, view(target.classifier()),
+                                 view(embedding_of(12)));
+  CHECK(specdec::expected_acceptance_of(drafter).rate ==
+        std::vector<std::vector<double>>{{0.5}, {0.25}});
+  specdec::ngram_drafter lookup;
+  CHECK(specdec::expected_acceptance_of(lookup).rate.empty());
 }
 
 TEST_CASE("heads drafters: bad input") {

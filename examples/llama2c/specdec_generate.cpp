@@ -224,8 +224,9 @@ int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, T
 
 template <class Inner, class Target = l2::model>
 int run_wrapped(const l2::cli_options& c, const loaded& info, const l2::model& engine,
-                Target& target, Inner& inner, const l2::tokenizer& tok,
-                const specdec::acceptance_profile& expected = {}) {
+                Target& target, Inner& inner, const l2::tokenizer& tok) {
+  // Draft heads carry their held-out accuracy: where -k auto's first plans start.
+  const auto expected = specdec::expected_acceptance_of(inner);
   if constexpr (!std::is_same_v<Inner, specdec::ngram_drafter>) {
     if (c.ngram_first) {  // --draft ngram+...: prompt lookup first, `inner` when it has nothing
       specdec::ngram_drafter lookup(c.ngram);
@@ -299,15 +300,12 @@ int generate(const l2::cli_options& c) {
       if (heads.kind == l2::heads_kind::medusa) {
         specdec::medusa_drafter drafter(capture, std::move(heads.medusa), w.classifier(),
                                         {.max_nodes = c.heads_nodes, .candidates = candidates});
-        // The heads' held-out accuracy: where the speed policy's first plans start (-k auto).
-        return run_wrapped(c, info, target, capture, drafter, tok,
-                           specdec::expected_acceptance(drafter.weights()));
+        return run_wrapped(c, info, target, capture, drafter, tok);
       }
       specdec::eagle_drafter drafter(
           capture, std::move(heads.eagle), w.classifier(), w.token_embedding(),
           {.max_nodes = c.heads_nodes, .expand = c.heads_expand, .candidates = candidates});
-      return run_wrapped(c, info, target, capture, drafter, tok,
-                         specdec::expected_acceptance(drafter.weights()));
+      return run_wrapped(c, info, target, capture, drafter, tok);
     }
   }
   return 1;

@@ -174,8 +174,7 @@ int run(const llama_cli_options& c) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
       o.replan = specdec::speed_policy(cost);
       // Draft heads carry their held-out accuracy: the policy's first plans start from it.
-      if constexpr (requires { specdec::expected_acceptance(drafter.weights()); })
-        o.replan.expected = specdec::expected_acceptance(drafter.weights());
+      o.replan.expected = specdec::expected_acceptance_of(drafter);
       report["policy_cost_curve"] = cost.target;
       report["policy_draft_per_level"] = cost.draft_per_level;
       report["policy_draft_per_node"] = cost.draft_per_node;

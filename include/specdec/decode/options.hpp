@@ -183,17 +183,7 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
     if (!(o.replan.expected_samples > 0.0) || !std::isfinite(o.replan.expected_samples))
       throw std::invalid_argument(
           "generate_options.replan.expected_samples: must be > 0 and finite");
-    for (std::size_t d = 0; d < o.replan.expected.rate.size(); ++d) {
-      const auto& row = o.replan.expected.rate[d];
-      const std::string at = "generate_options.replan.expected.rate[" + std::to_string(d) + "]";
-      if (row.empty()) throw std::invalid_argument(at + ": is empty");
-      double sum = 0.0;
-      for (const double x : row) {
-        if (!(x >= 0.0 && x <= 1.0)) throw std::invalid_argument(at + ": a rate outside [0, 1]");
-        sum += x;
-      }
-      if (sum > 1.0 + 1e-6) throw std::invalid_argument(at + ": the rates sum past 1");
-    }
+    o.replan.expected.check("generate_options.replan.expected");
   }
   if (!(o.replan.min_gain >= 0.0) || !std::isfinite(o.replan.min_gain))
     throw std::invalid_argument("generate_options.replan.min_gain: must be >= 0 and finite");

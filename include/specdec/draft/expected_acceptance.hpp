@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -47,6 +46,17 @@ inline acceptance_profile expected_acceptance(const medusa_weights& w) {
     p.rate.push_back(std::move(row));
   }
   return p;
+}
+
+/// The profile a drafter's heads imply: expected_acceptance(d.weights()) for a drafter that
+/// hands out EAGLE-style or Medusa weights (eagle_drafter, medusa_drafter); empty for any other
+/// drafter, so that an engine can set replan.expected whatever it drafts with.
+template <class Drafter>
+acceptance_profile expected_acceptance_of(const Drafter& d) {
+  if constexpr (requires { expected_acceptance(d.weights()); })
+    return expected_acceptance(d.weights());
+  else
+    return {};
 }
 
 }  // namespace specdec

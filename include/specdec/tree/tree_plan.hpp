@@ -35,6 +35,21 @@ struct acceptance_profile {
     return std::min(a, 1.0);
   }
 
+  /// Throws std::invalid_argument, naming the depth after `who`, unless every depth has a rate,
+  /// every rate is in [0, 1] and each depth's rates sum to at most 1: a profile a plan can read.
+  void check(const std::string& who) const {
+    for (std::size_t d = 0; d < rate.size(); ++d) {
+      const std::string at = who + ".rate[" + std::to_string(d) + "]";
+      if (rate[d].empty()) throw std::invalid_argument(at + ": is empty");
+      double sum = 0.0;
+      for (const double x : rate[d]) {
+        if (!(x >= 0.0 && x <= 1.0)) throw std::invalid_argument(at + ": a rate outside [0, 1]");
+        sum += x;
+      }
+      if (sum > 1.0 + 1e-6) throw std::invalid_argument(at + ": the rates sum past 1");
+    }
+  }
+
   /**
    * The profile a decoder measured: rate[d][r] = accepted_at_rank[d][r] / offered_at_rank[d][r]
    * where at least `min_offered` steps offered that candidate (rarer cells and every cell after
@@ -71,8 +86,9 @@ struct acceptance_profile {
    * heads were trained to (expected_acceptance): a cell it has counts `expected_samples`
    * pseudo-samples of its rate instead of the optimistic ones, rate = (accepted + w x e) /
    * (offered + w) with e its rate (at most the room left at that depth), and the profile reaches
-   * its depths and ranks, and one past them, as if they were measured. Throws std::invalid_argument unless prior > 0
-   * and finite, and, with `expected`, expected_samples too. O(depths x max_rank).
+   * its depths and ranks, and one past them, as if they were measured. Throws
+   * std::invalid_argument unless prior > 0 and finite, and, with `expected`, expected_samples
+   * too. O(depths x max_rank).
    */
   static acceptance_profile optimistic(const decode_stats& s, double prior, std::size_t depths,
                                        std::size_t max_rank = 8,
