@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "specdec/detail/weight_product.hpp"
 #include "specdec/types.hpp"
 
 namespace specdec {
@@ -226,8 +227,8 @@ class eagle_context {
         keys_.conservativeResize(rows, A);
         values_.conservativeResize(rows, A);
       }
-      keys_.middleRows(at, made).noalias() = u_.topRows(made) * a.wk.transpose();
-      values_.middleRows(at, made).noalias() = u_.topRows(made) * a.wv.transpose();
+      detail::times_weights(u_.topRows(made), a.wk, keys_.middleRows(at, made));
+      detail::times_weights(u_.topRows(made), a.wv, values_.middleRows(at, made));
       for (Eigen::Index r = 0; r < made; ++r)
         detail::rotate_heads(keys_.row(at + r).data(), a, end_ + static_cast<std::size_t>(r));
       end_ += static_cast<std::size_t>(made);

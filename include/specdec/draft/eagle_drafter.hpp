@@ -16,6 +16,7 @@
 
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/detail/draft_heads.hpp"
+#include "specdec/detail/weight_product.hpp"
 #include "specdec/draft/eagle_head.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/math/rng.hpp"
@@ -316,7 +317,7 @@ class eagle_drafter {
     fit(scaled_, n, d);
     scaled_.topRows(n) = next_.topRows(n) / w_.input_scale;
     fit(logits_, n, classifier_.rows());
-    logits_.topRows(n).noalias() = scaled_.topRows(n) * classifier_.transpose();
+    detail::times_weights(scaled_.topRows(n), classifier_, logits_.topRows(n));
   }
 
   // next_ += Wo a for the rows of step_rows: each row's query attends to the context and to the
@@ -329,15 +330,15 @@ class eagle_drafter {
     u_.topRows(b).leftCols(d) = f_.topRows(b);
     u_.topRows(b).rightCols(d) = e_.topRows(b);
     fit(query_, b, A);
-    query_.topRows(b).noalias() = u * a.wq.transpose();
+    detail::times_weights(u, a.wq, query_.topRows(b));
     const Eigen::Index first = steps_used_;
     steps_used_ += b;
     if (step_keys_.rows() < steps_used_) {
       step_keys_.conservativeResize(steps_used_, A);
       step_values_.conservativeResize(steps_used_, A);
     }
-    step_keys_.middleRows(first, b).noalias() = u * a.wk.transpose();
-    step_values_.middleRows(first, b).noalias() = u * a.wv.transpose();
+    detail::times_weights(u, a.wk, step_keys_.middleRows(first, b));
+    detail::times_weights(u, a.wv, step_values_.middleRows(first, b));
     node_step_.resize(nodes_.size(), -1);
     fit(attended_, b, A);
     for (Eigen::Index r = 0; r < b; ++r) {
@@ -354,7 +355,7 @@ class eagle_drafter {
       detail::attend(a, query_.row(r).data(), context_.keys(), context_.values(), step_keys_,
                      step_values_, path_, scores_, attended_.row(r).data());
     }
-    next_.topRows(b).noalias() += attended_.topRows(b) * a.wo.transpose();
+    detail::times_weights(attended_.topRows(b), a.wo, next_.topRows(b), true);
   }
 
   // Keeps the root and the `budget` most confident nodes (ties: shallower, then earlier); a
