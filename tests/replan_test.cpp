@@ -139,10 +139,40 @@ TEST_CASE("replan: an expected profile stands in for the evidence until counts t
     s.offered_at_rank = {{12}, {6}};
     s.accepted_at_rank = {{12}, {0}};
     const auto p = acceptance_profile::optimistic(s, 1.0, 8, 1, expected, 4.0);
+    // The expectation scaled by the measured cells: 12 accepted where it predicted 12 x 0.5 +
+    // 6 x 0.5 = 9, each side with 4 pseudo-samples.
+    const double scale = (12.0 + 4) / (9.0 + 4);
     REQUIRE(p.rate.size() == 3);
-    CHECK(p.rate[0][0] == Approx((12 + 4 * 0.5) / 16));
-    CHECK(p.rate[1][0] == Approx((0 + 4 * 0.5) / 10));
+    CHECK(p.rate[0][0] == Approx((12 + 4 * 0.5 * scale) / 16));
+    CHECK(p.rate[1][0] == Approx((0 + 4 * 0.5 * scale) / 10));
     CHECK(p.rate[2][0] == 0.0);
+  }
+  SECTION("what the measured depths say carries to the deeper ones, up and down") {
+    // Heads whose carried accuracy is 0.6 a depth, measured on a shallow chain of 3.
+    expected.rate.assign(6, {0.6});
+    s.offered_at_rank = {{100}, {90}, {80}};
+    SECTION("greedy, accepting 0.9 a depth: the unmeasured depths are expected higher") {
+      s.accepted_at_rank = {{90}, {81}, {72}};
+      const auto p = acceptance_profile::optimistic(s, 1.0, 8, 1, expected, 8.0);
+      const double scale = (243.0 + 8) / (270 * 0.6 + 8);
+      REQUIRE(p.rate.size() == 7);
+      CHECK(p.rate[3][0] == Approx(0.6 * scale));
+      CHECK(p.rate[3][0] > 0.85);
+      CHECK(p.rate[5][0] == Approx(0.6 * scale));
+    }
+    SECTION("a hot temperature, accepting 0.3 a depth: lower") {
+      s.accepted_at_rank = {{30}, {27}, {24}};
+      const auto p = acceptance_profile::optimistic(s, 1.0, 8, 1, expected, 8.0);
+      REQUIRE(p.rate.size() == 7);
+      CHECK(p.rate[3][0] == Approx(0.6 * (81.0 + 8) / (270 * 0.6 + 8)));
+      CHECK(p.rate[3][0] < 0.35);
+    }
+    SECTION("never above 1") {
+      expected.rate = {{0.5}, {0.5}, {0.5}, {0.8}, {0.8}, {0.8}};
+      s.accepted_at_rank = {{100}, {90}, {80}};
+      const auto p = acceptance_profile::optimistic(s, 1.0, 8, 1, expected, 8.0);
+      CHECK(p.rate[3][0] == 1.0);  // 0.8 x (270 + 8) / (135 + 8), capped
+    }
   }
   SECTION("an expected rate above the room left is capped") {
     expected.rate = {{0.75, 0.75}};

@@ -85,8 +85,13 @@ struct acceptance_profile {
    * `expected` (optional) is what is known before measuring, for instance the held-out accuracy
    * heads were trained to (expected_acceptance): a cell it has counts `expected_samples`
    * pseudo-samples of its rate instead of the optimistic ones, rate = (accepted + w x e) /
-   * (offered + w) with e its rate (at most the room left at that depth), and the profile reaches
-   * its depths and ranks, and one past them, as if they were measured. Throws
+   * (offered + w) with e its rate times `scale` (at most the room left at that depth), and the
+   * profile reaches its depths and ranks, and one past them, as if they were measured. `scale`
+   * = (A + w) / (E + w) carries what was measured to the cells not measured yet: A is the
+   * candidates accepted in the cells `expected` has, E what `expected` predicted for the same
+   * offers (the sum of offered x rate). Heads whose accuracy was measured on mixed text accept
+   * more than it says under greedy decoding and less at high temperature; without the scale a
+   * shallow plan would keep the deeper positions at their carried rate, never measured. Throws
    * std::invalid_argument unless prior > 0 and finite, and, with `expected`, expected_samples
    * too. O(depths x max_rank).
    */
@@ -99,11 +104,19 @@ struct acceptance_profile {
     if (!expected.rate.empty() && (!(expected_samples > 0.0) || !std::isfinite(expected_samples)))
       throw std::invalid_argument(
           "acceptance_profile::optimistic: expected_samples must be > 0 and finite");
+    const auto count_at = [](const auto& m, std::size_t d, std::size_t r) {
+      return d < m.size() && r < m[d].size() ? m[d][r] : std::size_t{0};
+    };
+    double measured = 0.0, predicted = 0.0;  // A and E of `scale`
+    for (std::size_t d = 0; d < expected.rate.size(); ++d)
+      for (std::size_t r = 0; r < expected.rate[d].size(); ++r) {
+        measured += static_cast<double>(count_at(s.accepted_at_rank, d, r));
+        predicted += static_cast<double>(count_at(s.offered_at_rank, d, r)) * expected.rate[d][r];
+      }
+    const double scale = (measured + expected_samples) / (predicted + expected_samples);
     acceptance_profile p;
     for (std::size_t d = 0; d < depths; ++d) {
-      const auto count = [&](const auto& m, std::size_t r) {
-        return d < m.size() && r < m[d].size() ? m[d][r] : std::size_t{0};
-      };
+      const auto count = [&](const auto& m, std::size_t r) { return count_at(m, d, r); };
       std::size_t seen = 0;  // ranks offered so far
       const std::size_t offered_ranks =
           d < s.offered_at_rank.size() ? s.offered_at_rank[d].size() : 0;
@@ -118,7 +131,7 @@ struct acceptance_profile {
         const double room = std::max(0.0, 1.0 - below);
         const bool given = r < known;
         const double w = given ? expected_samples : prior;
-        const double e = given ? std::min(room, expected.rate[d][r]) : room;
+        const double e = given ? std::min(room, scale * expected.rate[d][r]) : room;
         const double rate =
             std::min(room, (static_cast<double>(count(s.accepted_at_rank, r)) + w * e) /
                                (static_cast<double>(count(s.offered_at_rank, r)) + w));
