@@ -1,12 +1,13 @@
 // Calibration (cost/calibrate.hpp) on models whose "time" is a counter: the curve is the median
 // per n over rounds, interpolated between the timed n and made non-decreasing; the budget bounds
-// the rounds; draft costs come from the drafter's model; the contexts are left as found; bad
+// the rounds; draft costs come from the drafter's model or its rehearse; the contexts are left as found; bad
 // options are refused with the field named.
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <functional>
 #include <span>
 #include <specdec/cost/calibrate.hpp>
+#include <specdec/draft/min_length_drafter.hpp>
 #include <specdec/draft/model_drafter.hpp>
 #include <specdec/draft/ngram_drafter.hpp>
 #include <stdexcept>
@@ -203,6 +204,34 @@ TEST_CASE("calibrate: a model drafter's draft model gives the drafting cost") {
   const auto free_cost = specdec::calibrate(target, lookup, {.max_n = 3}, clock);
   CHECK(free_cost.draft_per_level == 0.0);
   CHECK(free_cost.draft_per_node == 0.0);
+}
+
+TEST_CASE("calibrate: a drafter without a model is timed by its rehearse") {
+  double now = 0.0;
+  const auto clock = [&now] { return now; };
+  clocked_model target({.vocab_size = 8}, now,
+                       [](std::size_t n, std::size_t) { return 1.0 + 0.1 * n; });
+  // A level of n nodes costs 0.02 + 0.005 n on the counter clock (draft heads: one predictor
+  // step per level, a row per node).
+  struct rehearsing_drafter : specdec::ngram_drafter {
+    double* now = nullptr;
+    std::vector<std::size_t> rehearsed;
+    void rehearse(std::size_t n) {
+      rehearsed.push_back(n);
+      *now += 0.02 + 0.005 * static_cast<double>(n);
+    }
+  } heads;
+  heads.now = &now;
+  const auto cost = specdec::calibrate(target, heads, {.max_n = 3, .draft_width = 5}, clock);
+  CHECK(cost.draft_per_level == Approx(0.025));  // rehearse(1)
+  CHECK(cost.draft_per_node == Approx(0.005));   // (rehearse(5) - rehearse(1)) / 4
+  // A warm-up of the widest level, then min_rounds (3) rounds of 1 and w.
+  CHECK(heads.rehearsed == std::vector<std::size_t>{5, 1, 5, 1, 5, 1, 5});
+  // Through a wrapper that forwards it (min_length_drafter).
+  specdec::min_length_drafter<rehearsing_drafter> wrapped(heads, 2);
+  const auto through = specdec::calibrate(target, wrapped, {.max_n = 3, .draft_width = 5}, clock);
+  CHECK(through.draft_per_level == Approx(0.025));
+  CHECK(through.draft_per_node == Approx(0.005));
 }
 
 TEST_CASE("calibrate: bad options are refused with the field named, nothing touched") {

@@ -2,6 +2,7 @@
 // table model whose hidden row is its logits: greedy-exact, the sampled joint law of the first
 // three tokens by chi-square for both candidate modes, bad input.
 #include <catch2/catch.hpp>
+#include <specdec/cost/calibrate.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/draft/eagle_drafter.hpp>
 #include <specdec/draft/expected_acceptance.hpp>
@@ -302,6 +303,30 @@ std::vector<token_id> chain(capture& cap, Drafter& drafter, const std::vector<to
 }
 
 }  // namespace
+
+TEST_CASE("heads drafters: rehearse changes nothing a later propose reads") {
+  const table_model_options t{.vocab_size = 10, .order = 2, .seed = 4};
+  hidden_table_model target(t);
+  capture cap(target);
+  const std::vector<token_id> history{3, 1, 4, 1, 5};
+  const auto check = [&](auto make) {
+    auto fresh = make(cap, target);
+    auto rehearsed = make(cap, target);
+    const auto want = chain(cap, fresh, history, 4);
+    (void)chain(cap, rehearsed, history, 4);
+    for (const std::size_t n : {1, 8, 3, 0}) rehearsed.rehearse(n);  // grows, then shrinks
+    CHECK(chain(cap, rehearsed, history, 4) == want);
+    // calibrate times it as the drafting cost (a counter clock: one tick per read).
+    double now = 0.0;
+    const auto cost = specdec::calibrate(cap, rehearsed, {.max_n = 3, .draft_width = 4},
+                                         [&now] { return now += 1.0; });
+    CHECK(cost.draft_per_level == 1.0);  // each timing reads the clock twice
+    CHECK(cap.size() == history.size() - 1);  // the target as found
+  };
+  SECTION("eagle, MLP alone") { check(make_eagle()); }
+  SECTION("eagle, with the attention layer") { check(make_eagle({}, 2)); }
+  SECTION("medusa") { check(make_medusa(3, false)); }
+}
 
 TEST_CASE("eagle_drafter: the attention's context cache follows the history") {
   const table_model_options t{.vocab_size = 10, .order = 2, .seed = 4};

@@ -64,6 +64,10 @@ struct draft {
  *   history it can reach (prompt + max_new_tokens within the target's max_size), so that a
  *   drafter whose state grows with the history (ngram_drafter's index) sizes it once; a
  *   std::length_error from it is ignored.
+ * - Optional, `d.rehearse(n)`: does the work of one drafting level of n nodes (a chain's level
+ *   is one token) on placeholder inputs, changing nothing a later propose reads, so that
+ *   calibrate(target, d) can time the drafting cost of a drafter without a draft model (the
+ *   draft heads have it; a model drafter is timed through d.model() instead).
  * - Optional, read by the decoders' checks when a drafter joins: `d.vocab_size()` (must equal
  *   the target's), `d.model()` (the draft model: neither the target itself nor another part's),
  *   and `d.for_each_part(f)`, by which a drafter built of others (composed_drafter) calls

@@ -1,5 +1,5 @@
 // specdec/cost/calibrate.hpp - what a step costs on the user's own models, measured: the target's
-// t(n) (seconds to score n tokens in one call) and a draft model's cost per level and per node,
+// t(n) (seconds to score n tokens in one call) and the drafting cost per level and per node,
 // as the step_cost_model that plan_chain, plan_tree and generate_options::replan read.
 #pragma once
 
@@ -233,35 +233,58 @@ step_cost_model calibrate(Target& target, const calibrate_options& options = {},
   return cost;
 }
 
+namespace detail {
+
+/// draft_per_level = median of time(1), draft_per_node = (median of time(w) - that) / (w - 1),
+/// over `rounds` rounds after one warm-up of time(w).
+template <class Time>
+void set_draft_cost(step_cost_model& cost, Time&& time, std::size_t w, std::size_t rounds) {
+  time(w);  // warm-up
+  std::vector<double> one, wide;
+  for (std::size_t r = 0; r < rounds; ++r) {
+    one.push_back(time(1));
+    wide.push_back(time(w));
+  }
+  const double t1 = median_of(one), tw = median_of(wide);
+  cost.draft_per_level = t1;
+  cost.draft_per_node = std::max(0.0, (tw - t1) / static_cast<double>(w - 1));
+}
+
+}  // namespace detail
+
 /**
  * The step cost of decoding `target` with `drafter`: the target's curve (measure_cost_curve)
- * and, when the drafter says which model it drafts with (d.model(), as model_drafter), that
- * model's cost: draft_per_level = its t(1) (a level is one call) and draft_per_node = (t(w) -
- * t(1)) / (w - 1), w = options.draft_width, each the median over the rounds. A drafter without
- * a model (n-gram lookup) gets no drafting cost: set it yourself if it matters. The draft cost
- * counts the model's calls only (not its sampling, nor the one call a step spends catching up
- * on the accepted tokens). Leaves both models' contexts as found (the drafter stays in sync).
- * Throws as measure_cost_curve; a draft model without room for draft_width tokens is refused
- * naming it. Not thread-safe.
+ * and the drafting cost, each the median over options.min_rounds rounds, w =
+ * options.draft_width:
+ * - a drafter that says which model it drafts with (d.model(), as model_drafter): that model's
+ *   t(1) as draft_per_level (a level is one call) and (t(w) - t(1)) / (w - 1) as
+ *   draft_per_node. Counts the model's calls only (not its sampling, nor the one call a step
+ *   spends catching up on the accepted tokens);
+ * - else a drafter with the optional member d.rehearse(n) (the draft heads: one level of n
+ *   nodes on placeholder inputs, see the Drafter concept): the same two figures from the time of
+ *   rehearse(1) and rehearse(w);
+ * - else (n-gram lookup) no drafting cost: set it yourself if it matters.
+ * Leaves both models' contexts as found (the drafter stays in sync). Throws as
+ * measure_cost_curve; a draft model without room for draft_width tokens is refused naming it.
+ * Not thread-safe.
  */
 template <LanguageModel Target, Drafter Draft, class Clock = steady_seconds>
 step_cost_model calibrate(Target& target, Draft& drafter, const calibrate_options& options = {},
                           Clock clock = {}) {
   step_cost_model cost = calibrate(target, options, clock);
+  const std::size_t w = options.draft_width;
   if constexpr (requires { drafter.model(); }) {
     auto& draft_model = drafter.model();
-    const std::size_t w = options.draft_width;
     detail::call_timer<std::remove_reference_t<decltype(draft_model)>, Clock> timer(
         draft_model, w, false, clock, "drafter.model()");
-    timer(w);  // warm-up
-    std::vector<double> one, wide;
-    for (std::size_t r = 0; r < options.min_rounds; ++r) {
-      one.push_back(timer(1));
-      wide.push_back(timer(w));
-    }
-    const double t1 = detail::median_of(one), tw = detail::median_of(wide);
-    cost.draft_per_level = t1;
-    cost.draft_per_node = std::max(0.0, (tw - t1) / static_cast<double>(w - 1));
+    detail::set_draft_cost(cost, timer, w, options.min_rounds);
+  } else if constexpr (requires { drafter.rehearse(w); }) {
+    const auto time = [&](std::size_t n) {
+      const double start = clock();
+      drafter.rehearse(n);
+      return clock() - start;
+    };
+    detail::set_draft_cost(cost, time, w, options.min_rounds);
   }
   return cost;
 }

@@ -138,6 +138,24 @@ class eagle_drafter {
     }
   }
 
+  /// Drafter's optional rehearse, which calibrate times as the drafting cost: the work of one
+  /// drafting level of n nodes (a chain's level is 1) on placeholder inputs: one predictor step
+  /// for n rows, the classifier product and a softmax per row. The attention layer, whose cost
+  /// grows with the context, is left out. Changes nothing a later propose reads (the buffers it
+  /// uses are rewritten by every propose); may grow them.
+  void rehearse(std::size_t n) {
+    if (n == 0) return;
+    const auto rows = static_cast<Eigen::Index>(n), d = static_cast<Eigen::Index>(source_.hidden_size());
+    fit(f_, rows, d);
+    f_.topRows(rows).setZero();
+    batch_tokens_.assign(n, 0);
+    step_rows(batch_tokens_, {});
+    const std::size_t v = vocab_size();
+    rehearsal_.resize(v);
+    for (Eigen::Index r = 0; r < rows; ++r)
+      softmax(std::span<const float>(logits_.row(r).data(), v), rehearsal_);
+  }
+
   /// TreeDrafter: see the class comment. `draw` must be iid or without_replacement when
   /// sampling with head_candidates::sampled. Throws std::invalid_argument, before drafting, when
   /// the tree would pass max_tree_nodes: the shape cut to max_nodes, or with top candidates the
@@ -304,6 +322,7 @@ class eagle_drafter {
 
   // next_ <- one predictor step on f_ (one row per token, row r expanding node nodes[r]) and
   // the tokens' embeddings; logits_ <- the target's classifier on next_ / input_scale.
+  // Without `nodes` (rehearse), no attention.
   void step_rows(std::span<const token_id> tokens, std::span<const std::size_t> nodes) {
     // Every buffer keeps its largest row count; a step uses its top n rows.
     const auto n = static_cast<Eigen::Index>(tokens.size()), d = f_.cols();
@@ -313,7 +332,7 @@ class eagle_drafter {
     fit(z_, n, w_.w1.rows());
     fit(next_, n, d);
     eagle_step(w_, f_.topRows(n), e_.topRows(n), z_.topRows(n), next_.topRows(n));
-    if (w_.attention.enabled()) add_attention(nodes);
+    if (w_.attention.enabled() && !nodes.empty()) add_attention(nodes);
     fit(scaled_, n, d);
     scaled_.topRows(n) = next_.topRows(n) / w_.input_scale;
     fit(logits_, n, classifier_.rows());
@@ -423,7 +442,7 @@ class eagle_drafter {
   std::vector<std::size_t> feature_rows_, expanded_, order_;
   std::vector<token_id> batch_tokens_, drawn_, tokens_;
   std::vector<std::int32_t> parents_, index_;
-  std::vector<float> remaining_;
+  std::vector<float> remaining_, rehearsal_;
   std::vector<bool> keep_;
 };
 

@@ -18,6 +18,7 @@
 #include "specdec/math/rng.hpp"
 #include "specdec/math/sample.hpp"
 #include "specdec/math/sampling_params.hpp"
+#include "specdec/math/softmax.hpp"
 #include "specdec/math/row_processor.hpp"
 #include "specdec/math/warp.hpp"
 #include "specdec/tree/token_tree.hpp"
@@ -203,6 +204,19 @@ class medusa_drafter {
     }
   }
 
+  /// Drafter's optional rehearse, which calibrate times as the drafting cost: the work of one
+  /// drafting level of n nodes (a chain's level is 1) on placeholder inputs: one head's logits
+  /// for a zero hidden row and a softmax per node. Changes nothing a later propose reads.
+  void rehearse(std::size_t n) {
+    if (n == 0 || heads() == 0) return;
+    const std::size_t v = vocab_size();
+    rehearsal_.setZero(static_cast<Eigen::Index>(source_.hidden_size()));
+    medusa_logits(w_, 0, rehearsal_, classifier_, r_, out_row_);
+    probs_.resize(v);
+    for (std::size_t i = 0; i < n; ++i)
+      softmax(std::span<const float>(out_row_.data(), v), probs_);
+  }
+
   /// TreeDrafter: see the class comment. `draw` must be iid or without_replacement when
   /// sampling with head_candidates::sampled. Throws std::invalid_argument, before drafting, when
   /// the tree it would draft (the first min(H, branching.size()) levels of the shape, cut to
@@ -333,7 +347,8 @@ class medusa_drafter {
   weight_view classifier_;
   medusa_drafter_options o_;
   prob_rows logits_, q_;  // storage that only grows: a shorter step allocates nothing
-  prob_row r_, out_row_;
+  prob_row r_, out_row_, rehearsal_;
+  std::vector<float> probs_;  // rehearse's softmax
   warp_workspace ws_;
   detail::prefix_buffer prefixes_;  // what the row processor is given
   std::vector<float> processed_;    // a head row rewritten by the row processor

@@ -23,7 +23,7 @@ namespace specdec {
  * 0 or 1 changes nothing. Lossless: the decision reads only the draft.
  *
  * Trees pass through unchanged. The optional Drafter members the decoders look for
- * (vocab_size, model, model_calls) are forwarded when Inner has them, and for_each_part shows
+ * (vocab_size, model, model_calls, rehearse) are forwarded when Inner has them, and for_each_part shows
  * Inner to the decoders' drafter checks. Holds a reference: `inner` must outlive it.
  * Allocates nothing of its own. Thread-safety: as Inner.
  */
@@ -65,6 +65,12 @@ class min_length_drafter {
     requires requires(Inner& i) { i.reserve(n); }
   {
     inner_.reserve(n);
+  }
+  /// Drafter's optional rehearse (calibrate's drafting cost), forwarded when Inner has it.
+  void rehearse(std::size_t n)
+    requires requires(Inner& i) { i.rehearse(n); }
+  {
+    inner_.rehearse(n);
   }
   std::size_t model_calls() const
     requires requires(const Inner& i) { i.model_calls(); }
