@@ -304,6 +304,41 @@ std::vector<token_id> chain(capture& cap, Drafter& drafter, const std::vector<to
 
 }  // namespace
 
+TEST_CASE("medusa_drafter: each head's row is its own, whichever classifier it reads") {
+  // The heads that share the target's classifier are multiplied with it in one product; a head
+  // with its own classifier reads that. Shared, own and mixed heads give the q rows that
+  // medusa_logits gives head by head (at temperature 1: the softmax of the logits).
+  const table_model_options t{.vocab_size = 10, .order = 2, .seed = 4};
+  hidden_table_model target(t);
+  capture cap(target);
+  const std::vector<token_id> history{3, 1, 4, 1, 5};
+  for (const int mix : {0, 1, 2}) {  // shared, own, mixed
+    INFO("mix " << mix);
+    auto w = medusa(10, 4, mix == 1);
+    if (mix == 2) w.heads[1].classifier = random_matrix(10, 10, 1.5f, 77);
+    w.input_scale = 2.0f;
+    const auto weights = w;
+    specdec::medusa_drafter drafter(cap, std::move(w), view(target.classifier()));
+    cap.truncate(0);
+    std::vector<float> logits((history.size() - 1) * cap.vocab_size());
+    cap.append(std::span<const token_id>(history).first(history.size() - 1), logits);
+    specdec::rng gen(1);
+    specdec::draft d;
+    drafter.propose(history, 4, specdec::sampling_params{.temperature = 1.0f}, gen, d);
+    REQUIRE(d.q.rows() == 4);
+    const auto row = cap.hidden(history.size() - 2);
+    const Eigen::Map<const specdec::prob_row> hidden(row.data(), static_cast<Eigen::Index>(row.size()));
+    specdec::prob_row r, out;
+    std::vector<float> want(10);
+    for (std::size_t k = 0; k < 4; ++k) {
+      specdec::medusa_logits(weights, k, hidden, view(target.classifier()), r, out);
+      specdec::softmax(std::span<const float>(out.data(), 10), want);
+      for (Eigen::Index x = 0; x < 10; ++x)
+        CHECK(d.q(static_cast<Eigen::Index>(k), x) == Approx(want[static_cast<std::size_t>(x)]).margin(1e-6));
+    }
+  }
+}
+
 TEST_CASE("heads drafters: rehearse changes nothing a later propose reads") {
   const table_model_options t{.vocab_size = 10, .order = 2, .seed = 4};
   hidden_table_model target(t);

@@ -13,6 +13,7 @@
 
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/detail/draft_heads.hpp"
+#include "specdec/detail/weight_product.hpp"
 #include "specdec/draft/medusa_heads.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/math/rng.hpp"
@@ -134,9 +135,11 @@ std::vector<rank_node> best_rank_tree(std::span<const std::size_t> branching,
  * Drafts with Medusa heads (medusa_heads.hpp) on the hidden row of the last committed position,
  * read from `source` (a hidden_capture around the target): head k proposes the token k + 1
  * places after the pending last history token, so a chain of K drafts uses heads 0..K-1 (at
- * most H drafts). Costs H small products per step and no model call. A row processor
- * (sampling_params::processor) rewrites a copy of each head row for the prefix it is used at
- * (in a tree, each parent's own copy: candidates are then per parent, not per depth).
+ * most H drafts). Costs, per step, one d x d block per head used and one product with the
+ * target's classifier for all the heads that share it (its weights read once), no model call.
+ * A row processor (sampling_params::processor) rewrites a copy of each head row for the prefix
+ * it is used at (in a tree, each parent's own copy: candidates are then per parent, not per
+ * depth).
  *
  * Trees (TreeDrafter): every node at depth j gets the candidates of head j - 1 (Medusa's
  * cartesian trees): its top k_j tokens when greedy or with head_candidates::top
@@ -333,10 +336,29 @@ class medusa_drafter {
     const std::span<const float> row = detail::start_row(source_, history, "medusa_drafter");
     if (row.empty()) return false;
     const Eigen::Map<const prob_row> hidden(row.data(), static_cast<Eigen::Index>(row.size()));
-    logits_.resize(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(vocab_size()));
+    const auto rows = static_cast<Eigen::Index>(n);
+    logits_.resize(rows, static_cast<Eigen::Index>(vocab_size()));
+    // Heads that share the target's classifier read it once for all their rows (with a large
+    // vocabulary it is the biggest matrix of a step); a head with its own reads that.
+    if (shared_.rows() < rows || shared_.cols() != hidden.size())
+      shared_.resize(std::max(rows, shared_.rows()), hidden.size());
+    Eigen::Index shared = 0;
     for (std::size_t j = 0; j < n; ++j) {
-      medusa_logits(w_, j, hidden, classifier_, r_, out_row_);
-      logits_.row(static_cast<Eigen::Index>(j)) = out_row_;
+      if (w_.heads[j].classifier.size() != 0) {
+        medusa_logits(w_, j, hidden, classifier_, r_, out_row_);
+        logits_.row(static_cast<Eigen::Index>(j)) = out_row_;
+        continue;
+      }
+      medusa_block(w_, j, hidden, r_);
+      shared_.row(shared++) = r_ / w_.input_scale;
+    }
+    if (shared == rows) {  // every head shares it (the usual case): rows in head order
+      detail::times_weights(shared_.topRows(rows), classifier_, logits_.matrix());
+    } else {
+      for (std::size_t j = 0, i = 0; j < n; ++j)
+        if (w_.heads[j].classifier.size() == 0)
+          logits_.row(static_cast<Eigen::Index>(j)) =
+              shared_.row(static_cast<Eigen::Index>(i++)) * classifier_.transpose();
     }
     if (top_.size() < n) top_.resize(n);
     return true;
@@ -348,6 +370,7 @@ class medusa_drafter {
   medusa_drafter_options o_;
   prob_rows logits_, q_;  // storage that only grows: a shorter step allocates nothing
   prob_row r_, out_row_, rehearsal_;
+  row_matrix shared_;  // the blocks of the heads that share the target's classifier
   std::vector<float> probs_;  // rehearse's softmax
   warp_workspace ws_;
   detail::prefix_buffer prefixes_;  // what the row processor is given

@@ -78,19 +78,29 @@ inline void check_medusa_weights(const medusa_weights& m, std::size_t d, std::si
 }
 
 /**
- * Head `k`'s logits for one hidden row: `out` = classifier x (x + SiLU(W x + b)) with
- * x = input_scale * hidden (see medusa_weights). O(d^2 + V d); `r` is scratch. Allocates nothing
- * once `r` and `out` have their sizes (d and V).
+ * Head `k`'s block for one hidden row: `r` = x + SiLU(W x + b) with x = input_scale * hidden,
+ * the row its own classifier reads (the target's reads r / input_scale). O(d^2). Allocates
+ * nothing once `r` has its size (d).
  */
-inline void medusa_logits(const medusa_weights& m, std::size_t k,
-                          const Eigen::Ref<const prob_row>& hidden,
-                          const weight_view& target_classifier, prob_row& r, prob_row& out) {
+inline void medusa_block(const medusa_weights& m, std::size_t k,
+                         const Eigen::Ref<const prob_row>& hidden, prob_row& r) {
   const medusa_head& h = m.heads[k];
   // x = input_scale * hidden stays an expression: no temporary row.
   r.noalias() = (m.input_scale * hidden) * h.w.transpose();
   r += h.b;
   detail::silu_in_place(r);
   r += m.input_scale * hidden;
+}
+
+/**
+ * Head `k`'s logits for one hidden row: `out` = classifier x medusa_block(hidden). O(d^2 + V d);
+ * `r` is scratch. Allocates nothing once `r` and `out` have their sizes (d and V).
+ */
+inline void medusa_logits(const medusa_weights& m, std::size_t k,
+                          const Eigen::Ref<const prob_row>& hidden,
+                          const weight_view& target_classifier, prob_row& r, prob_row& out) {
+  const medusa_head& h = m.heads[k];
+  medusa_block(m, k, hidden, r);
   if (h.classifier.size() != 0) {
     out.noalias() = r * h.classifier.transpose();
   } else {
