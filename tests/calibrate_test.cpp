@@ -166,7 +166,7 @@ TEST_CASE("calibrate: the contexts are left as found, also when a call throws") 
   CHECK(std::vector<token_id>(target.tokens().begin(), target.tokens().end()) == context);
 }
 
-TEST_CASE("calibrate: trees = true times append_tree and drops the pending tree") {
+TEST_CASE("calibrate: trees = true times append_tree too and drops the pending tree") {
   double now = 0.0;
   const auto clock = [&now] { return now; };
   clocked_tree_model m(now);
@@ -182,6 +182,19 @@ TEST_CASE("calibrate: trees = true times append_tree and drops the pending tree"
   CHECK(std::vector<token_id>(m.tokens().begin(), m.tokens().end()) == std::vector<token_id>{3, 4});
   m.append(std::vector<token_id>{5}, std::span<float>(logits).first(8));  // nothing pending
   CHECK(m.size() == 3);
+  // calibrate keeps append's curve as the target's and adds append_tree's as tree_target.
+  const auto both = specdec::calibrate(m, {.max_n = 6, .trees = true}, clock);
+  const auto chains_only = specdec::calibrate(m, {.max_n = 6}, clock);
+  REQUIRE(both.tree_target.size() == 7);
+  for (std::size_t n = 1; n <= 6; ++n) {
+    CHECK(both.target[n] == static_cast<double>(n));
+    CHECK(both.tree_target[n] == 2.0 * static_cast<double>(n));
+  }
+  CHECK(chains_only.tree_target.empty());
+  CHECK(m.size() == 3);
+  // A model without append_tree: trees = true has nothing more to time.
+  clocked_model flat({.vocab_size = 8}, now, [](std::size_t n, std::size_t) { return 1.0 * n; });
+  CHECK(specdec::calibrate(flat, {.max_n = 4, .trees = true}, clock).tree_target.empty());
 }
 
 TEST_CASE("calibrate: a model drafter's draft model gives the drafting cost") {

@@ -103,6 +103,32 @@ TEST_CASE("tree_plan: the planner's choice scores as well as any enumerated shap
   CHECK(free_plan.branching[0] == 4);
 }
 
+TEST_CASE("tree_plan: shapes that branch are costed by the tree curve when there is one") {
+  // Depth 0 accepts 0.5 with one candidate, 0.9 with two; deeper, 0.9 either way.
+  const acceptance_profile p{{{0.5, 0.4}, {0.9, 0.05}, {0.9}, {0.9}}};
+  auto c = curve(16, [](std::size_t) { return 1.0; });  // every call costs the same
+  const auto cheap = specdec::plan_tree(p, c, 16);
+  REQUIRE(!cheap.branching.empty());
+  CHECK(cheap.branching[0] == 2);  // the second candidate pays when trees cost what chains do
+  // Tree calls that cost 2 t(1), chains still 1: the best plan is a chain, costed by target
+  // (the best tree, 2x2x1x1, would give 4.2 tokens a step against the chain's 2.7).
+  c.tree_target.assign(17, 2.0);
+  const auto dear = specdec::plan_tree(p, c, 16);
+  CHECK(dear.branching == std::vector<std::size_t>(4, 1));
+  CHECK(dear.seconds_per_step == 1.0);
+  CHECK(specdec::predict_plan({2, 1, 1, 1}, p, c).seconds_per_step == 2.0);
+  CHECK(specdec::predict_plan({1, 1, 1, 1}, p, c).seconds_per_step == 1.0);
+  SECTION("a tree curve of another length, or with a bad entry, is refused by name") {
+    c.tree_target.assign(9, 1.5);
+    CHECK_THROWS_WITH(specdec::plan_tree(p, c),
+                      "plan_tree: cost.tree_target: has 9 entries, expected target's 17");
+    c.tree_target.assign(17, 1.5);
+    c.tree_target[4] = 0.0;
+    CHECK_THROWS_WITH(specdec::plan_tree(p, c),
+                      "plan_tree: cost.tree_target[4] must be positive and finite");
+  }
+}
+
 TEST_CASE("tree_plan: from_stats turns counts into rates and drops rare cells") {
   specdec::decode_stats s;
   s.offered_at_rank = {{100, 50, 10}, {40}, {5}};

@@ -32,9 +32,11 @@ struct calibrate_options {
   /// After min_rounds, another round runs only while the model time spent so far plus one more
   /// round stays within this many seconds (>= 0).
   double budget_seconds = 0.3;
-  /// Time the target's append_tree (a tree of n nodes, node i the child of node (i - 1) / 2)
-  /// instead of append, when the target models TreeLanguageModel: for tree plans on an engine
-  /// whose tree attention costs more than its causal attention.
+  /// Also time the target's append_tree (a tree of n nodes, node i the child of node (i - 1) /
+  /// 2), when it models TreeLanguageModel: calibrate puts that curve in
+  /// step_cost_model::tree_target, which plans that branch read (a chain is scored with append),
+  /// at twice the calibration time; measure_cost_curve times it instead of append. For tree
+  /// plans on an engine whose tree attention costs more than its causal attention.
   bool trees = false;
   /// The draft model (a drafter's d.model()) is timed at 1 and draft_width tokens (>= 2).
   std::size_t draft_width = 8;
@@ -224,12 +226,17 @@ std::vector<double> measure_cost_curve(Model& model, const calibrate_options& op
   return t;
 }
 
-/// calibrate without a drafter: the target's curve (measure_cost_curve) and no drafting cost
+/// calibrate without a drafter: the target's curve (measure_cost_curve of append), with
+/// options.trees and a TreeLanguageModel also append_tree's (tree_target), and no drafting cost
 /// (set draft_per_level / draft_per_node yourself when drafting is not free).
 template <LanguageModel Target, class Clock = steady_seconds>
 step_cost_model calibrate(Target& target, const calibrate_options& options = {}, Clock clock = {}) {
   step_cost_model cost;
-  cost.target = measure_cost_curve(target, options, clock);
+  calibrate_options chains = options;
+  chains.trees = false;
+  cost.target = measure_cost_curve(target, chains, clock);
+  if constexpr (TreeLanguageModel<Target>)
+    if (options.trees) cost.tree_target = measure_cost_curve(target, options, clock);
   return cost;
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -154,25 +155,49 @@ struct step_cost_model {
   std::vector<double> target;
   double draft_per_level = 0.0;
   double draft_per_node = 0.0;
+  /// The target scoring a tree of n tokens in one call (append_tree), for a shape that
+  /// branches, on an engine whose tree attention costs more than its causal attention
+  /// (calibrate_options::trees measures it); empty = the same as `target`. A chain is scored
+  /// with append, so chains always read `target`.
+  std::vector<double> tree_target{};
 
   /// Predicted seconds of a step drafting `nodes` nodes over `levels` levels (nodes + 1 < the
-  /// size of `target`).
-  double seconds(std::size_t nodes, std::size_t levels) const {
-    return target[nodes + 1] + draft_per_level * static_cast<double>(levels) +
+  /// size of `target`); `branched`: the shape has a level wider than one.
+  double seconds(std::size_t nodes, std::size_t levels, bool branched = false) const {
+    const auto& t = branched && !tree_target.empty() ? tree_target : target;
+    return t[nodes + 1] + draft_per_level * static_cast<double>(levels) +
            draft_per_node * static_cast<double>(nodes);
   }
   /// Throws std::invalid_argument, naming the field after `who`, unless target[1..] are
-  /// positive and finite (target[1] present) and the draft costs are >= 0.
+  /// positive and finite (target[1] present), tree_target is empty or the same, of target's
+  /// size, and the draft costs are >= 0.
   void check(const std::string& who) const {
-    if (target.size() < 2) throw std::invalid_argument(who + ".target: needs t(1) (target[1])");
-    for (std::size_t n = 1; n < target.size(); ++n)
-      if (!(target[n] > 0.0) || !std::isfinite(target[n]))
-        throw std::invalid_argument(who + ".target[" + std::to_string(n) +
-                                    "] must be positive and finite");
+    const auto curve = [&](const std::vector<double>& c, const char* name) {
+      if (c.size() < 2)
+        throw std::invalid_argument(who + "." + name + ": needs t(1) (" + name + "[1])");
+      for (std::size_t n = 1; n < c.size(); ++n)
+        if (!(c[n] > 0.0) || !std::isfinite(c[n]))
+          throw std::invalid_argument(who + "." + name + "[" + std::to_string(n) +
+                                      "] must be positive and finite");
+    };
+    curve(target, "target");
+    if (!tree_target.empty()) {
+      if (tree_target.size() != target.size())
+        throw std::invalid_argument(who + ".tree_target: has " +
+                                    std::to_string(tree_target.size()) +
+                                    " entries, expected target's " + std::to_string(target.size()));
+      curve(tree_target, "tree_target");
+    }
     if (!(draft_per_level >= 0.0) || !(draft_per_node >= 0.0))
       throw std::invalid_argument(who + ": draft costs must be >= 0");
   }
 };
+
+namespace detail {
+inline bool branches(std::span<const std::size_t> shape) noexcept {
+  return std::any_of(shape.begin(), shape.end(), [](std::size_t k) { return k > 1; });
+}
+}  // namespace detail
 
 /// A planned shape: branching factors per depth (empty = plain decoding; all ones = a chain).
 struct tree_plan {
@@ -198,7 +223,7 @@ struct plan_search {
   std::vector<std::size_t> shape;
 
   void consider(std::size_t nodes, double tokens) {
-    const double seconds = cost.seconds(nodes, shape.size());
+    const double seconds = cost.seconds(nodes, shape.size(), branches(shape));
     if (tokens / seconds > std::max(best.tokens_per_second(), floor))
       best = {shape, nodes, tokens, seconds};
   }
@@ -274,7 +299,7 @@ inline tree_plan predict_plan(std::vector<std::size_t> branching, const acceptan
     p.tokens_per_step += reach;
   }
   if (!cost.target.empty() && p.nodes < cost.target.size() - 1)
-    p.seconds_per_step = cost.seconds(p.nodes, p.branching.size());
+    p.seconds_per_step = cost.seconds(p.nodes, p.branching.size(), detail::branches(p.branching));
   return p;
 }
 
