@@ -1,7 +1,7 @@
 // Calibration (cost/calibrate.hpp) on models whose "time" is a counter: the curve is the median
 // per n over rounds, interpolated between the timed n and made non-decreasing; the budget bounds
-// the rounds; draft costs come from the drafter's model or its rehearse; the contexts are left as found; bad
-// options are refused with the field named.
+// the rounds; draft costs come from the drafter's model or its rehearse; the contexts are left as
+// found; bad options are refused with the field named.
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <functional>

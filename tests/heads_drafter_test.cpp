@@ -327,14 +327,16 @@ TEST_CASE("medusa_drafter: each head's row is its own, whichever classifier it r
     drafter.propose(history, 4, specdec::sampling_params{.temperature = 1.0f}, gen, d);
     REQUIRE(d.q.rows() == 4);
     const auto row = cap.hidden(history.size() - 2);
-    const Eigen::Map<const specdec::prob_row> hidden(row.data(), static_cast<Eigen::Index>(row.size()));
+    const Eigen::Map<const specdec::prob_row> hidden(row.data(),
+                                                     static_cast<Eigen::Index>(row.size()));
     specdec::prob_row r, out;
     std::vector<float> want(10);
     for (std::size_t k = 0; k < 4; ++k) {
       specdec::medusa_logits(weights, k, hidden, view(target.classifier()), r, out);
       specdec::softmax(std::span<const float>(out.data(), 10), want);
       for (Eigen::Index x = 0; x < 10; ++x)
-        CHECK(d.q(static_cast<Eigen::Index>(k), x) == Approx(want[static_cast<std::size_t>(x)]).margin(1e-6));
+        CHECK(d.q(static_cast<Eigen::Index>(k), x) ==
+              Approx(want[static_cast<std::size_t>(x)]).margin(1e-6));
     }
   }
 }

@@ -2,6 +2,7 @@
 // matrix, SiLU, the source of hidden rows they read and the row they start from.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
@@ -39,6 +40,13 @@ concept hidden_row_source = requires(const S& s, std::size_t position) {
   { s.hidden(position) } -> std::convertible_to<std::span<const float>>;
   { s.tokens() } -> std::convertible_to<std::span<const token_id>>;
 };
+
+/// m gets at least `rows` rows of `cols` columns, keeping its storage when it has them already
+/// (contents unspecified when it grows): a heads drafter's buffers allocate once, for the
+/// largest step, and a step uses their top rows.
+inline void fit_rows(row_matrix& m, Eigen::Index rows, Eigen::Index cols) {
+  if (m.cols() != cols || m.rows() < rows) m.resize(std::max(rows, m.rows()), cols);
+}
 
 /// SiLU(x) = x / (1 + e^-x), elementwise, in place.
 template <class Derived>

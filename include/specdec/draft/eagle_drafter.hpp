@@ -145,8 +145,9 @@ class eagle_drafter {
   /// uses are rewritten by every propose); may grow them.
   void rehearse(std::size_t n) {
     if (n == 0) return;
-    const auto rows = static_cast<Eigen::Index>(n), d = static_cast<Eigen::Index>(source_.hidden_size());
-    fit(f_, rows, d);
+    const auto rows = static_cast<Eigen::Index>(n);
+    const auto d = static_cast<Eigen::Index>(source_.hidden_size());
+    detail::fit_rows(f_, rows, d);
     f_.topRows(rows).setZero();
     batch_tokens_.assign(n, 0);
     step_rows(batch_tokens_, {});
@@ -174,7 +175,7 @@ class eagle_drafter {
     if (branching.empty() || !start(history)) return finish(out, top);
     if (sp.processor) prefixes_.begin(history);
     // features_: row i = the predictor's input feature for node i (its parent's prediction).
-    fit(features_, 1, f_.cols());
+    detail::fit_rows(features_, 1, f_.cols());
     features_.row(0) = f_.row(0);
     features_used_ = 1;
     feature_rows_.assign(1, 0);
@@ -198,7 +199,7 @@ class eagle_drafter {
       if (expanded_.empty()) break;
       // One batched step for the expanded nodes.
       const auto b = static_cast<Eigen::Index>(expanded_.size());
-      fit(f_, b, f_.cols());
+      detail::fit_rows(f_, b, f_.cols());
       batch_tokens_.resize(expanded_.size());
       for (Eigen::Index r = 0; r < b; ++r) {
         const std::size_t node = expanded_[static_cast<std::size_t>(r)];
@@ -288,12 +289,6 @@ class eagle_drafter {
     return budget;
   }
 
-  // m gets at least `rows` rows of `cols` columns, keeping its storage when it has them already
-  // (contents unspecified when it grows): the buffers of a step allocate once, for the largest.
-  static void fit(row_matrix& m, Eigen::Index rows, Eigen::Index cols) {
-    if (m.cols() != cols || m.rows() < rows) m.resize(std::max(rows, m.rows()), cols);
-  }
-
   struct node {
     token_id token;
     std::int32_t parent;
@@ -310,7 +305,7 @@ class eagle_drafter {
     if (w_.attention.enabled())
       context_.sync(source_, history.size() - 2, w_.attention, w_.input_scale, embedding_,
                     "eagle_drafter");
-    fit(f_, 1, static_cast<Eigen::Index>(row.size()));
+    detail::fit_rows(f_, 1, static_cast<Eigen::Index>(row.size()));
     f_.row(0) = Eigen::Map<const prob_row>(row.data(), static_cast<Eigen::Index>(row.size())) *
                 w_.input_scale;
     root_position_ = history.size() - 2;
@@ -326,16 +321,16 @@ class eagle_drafter {
   void step_rows(std::span<const token_id> tokens, std::span<const std::size_t> nodes) {
     // Every buffer keeps its largest row count; a step uses its top n rows.
     const auto n = static_cast<Eigen::Index>(tokens.size()), d = f_.cols();
-    fit(e_, n, d);
+    detail::fit_rows(e_, n, d);
     for (std::size_t i = 0; i < tokens.size(); ++i)
       e_.row(static_cast<Eigen::Index>(i)) = embedding_.row(tokens[i]);
-    fit(z_, n, w_.w1.rows());
-    fit(next_, n, d);
+    detail::fit_rows(z_, n, w_.w1.rows());
+    detail::fit_rows(next_, n, d);
     eagle_step(w_, f_.topRows(n), e_.topRows(n), z_.topRows(n), next_.topRows(n));
     if (w_.attention.enabled() && !nodes.empty()) add_attention(nodes);
-    fit(scaled_, n, d);
+    detail::fit_rows(scaled_, n, d);
     scaled_.topRows(n) = next_.topRows(n) / w_.input_scale;
-    fit(logits_, n, classifier_.rows());
+    detail::fit_rows(logits_, n, classifier_.rows());
     detail::times_weights(scaled_.topRows(n), classifier_, logits_.topRows(n));
   }
 
@@ -344,11 +339,11 @@ class eagle_drafter {
   void add_attention(std::span<const std::size_t> nodes) {
     const eagle_attention& a = w_.attention;
     const auto b = static_cast<Eigen::Index>(nodes.size()), A = a.wq.rows(), d = f_.cols();
-    fit(u_, b, 2 * d);
+    detail::fit_rows(u_, b, 2 * d);
     const auto u = u_.topRows(b);
     u_.topRows(b).leftCols(d) = f_.topRows(b);
     u_.topRows(b).rightCols(d) = e_.topRows(b);
-    fit(query_, b, A);
+    detail::fit_rows(query_, b, A);
     detail::times_weights(u, a.wq, query_.topRows(b));
     const Eigen::Index first = steps_used_;
     steps_used_ += b;
@@ -359,7 +354,7 @@ class eagle_drafter {
     detail::times_weights(u, a.wk, step_keys_.middleRows(first, b));
     detail::times_weights(u, a.wv, step_values_.middleRows(first, b));
     node_step_.resize(nodes_.size(), -1);
-    fit(attended_, b, A);
+    detail::fit_rows(attended_, b, A);
     for (Eigen::Index r = 0; r < b; ++r) {
       const std::size_t id = nodes[static_cast<std::size_t>(r)];
       node_step_[id] = first + r;

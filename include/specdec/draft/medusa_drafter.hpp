@@ -338,11 +338,11 @@ class medusa_drafter {
     const Eigen::Map<const prob_row> hidden(row.data(), static_cast<Eigen::Index>(row.size()));
     const auto rows = static_cast<Eigen::Index>(n);
     logits_.resize(rows, static_cast<Eigen::Index>(vocab_size()));
-    // Heads that share the target's classifier read it once for all their rows (with a large
-    // vocabulary it is the biggest matrix of a step); a head with its own reads that.
-    if (shared_.rows() < rows || shared_.cols() != hidden.size())
-      shared_.resize(std::max(rows, shared_.rows()), hidden.size());
-    Eigen::Index shared = 0;
+    // The heads that share the target's classifier are multiplied with it in one product, so a
+    // step reads it once (with a large vocabulary it is the biggest matrix of a step); a head
+    // with its own classifier reads that.
+    detail::fit_rows(shared_, rows, hidden.size());
+    shared_heads_.clear();
     for (std::size_t j = 0; j < n; ++j) {
       if (w_.heads[j].classifier.size() != 0) {
         medusa_logits(w_, j, hidden, classifier_, r_, out_row_);
@@ -350,16 +350,15 @@ class medusa_drafter {
         continue;
       }
       medusa_block(w_, j, hidden, r_);
-      shared_.row(shared++) = r_ / w_.input_scale;
+      shared_.row(static_cast<Eigen::Index>(shared_heads_.size())) = r_ / w_.input_scale;
+      shared_heads_.push_back(j);
     }
-    if (shared == rows) {  // every head shares it (the usual case): rows in head order
-      detail::times_weights(shared_.topRows(rows), classifier_, logits_.matrix());
-    } else {
-      for (std::size_t j = 0, i = 0; j < n; ++j)
-        if (w_.heads[j].classifier.size() == 0)
-          logits_.row(static_cast<Eigen::Index>(j)) =
-              shared_.row(static_cast<Eigen::Index>(i++)) * classifier_.transpose();
-    }
+    const auto shared = static_cast<Eigen::Index>(shared_heads_.size());
+    detail::fit_rows(shared_logits_, shared, classifier_.rows());
+    detail::times_weights(shared_.topRows(shared), classifier_, shared_logits_.topRows(shared));
+    for (Eigen::Index i = 0; i < shared; ++i)
+      logits_.row(static_cast<Eigen::Index>(shared_heads_[static_cast<std::size_t>(i)])) =
+          shared_logits_.row(i);
     if (top_.size() < n) top_.resize(n);
     return true;
   }
@@ -370,7 +369,10 @@ class medusa_drafter {
   medusa_drafter_options o_;
   prob_rows logits_, q_;  // storage that only grows: a shorter step allocates nothing
   prob_row r_, out_row_, rehearsal_;
-  row_matrix shared_;  // the blocks of the heads that share the target's classifier
+  // The blocks of the heads that share the target's classifier, their logits and which heads
+  // they are; the matrices keep their largest row count.
+  row_matrix shared_, shared_logits_;
+  std::vector<std::size_t> shared_heads_;
   std::vector<float> probs_;  // rehearse's softmax
   warp_workspace ws_;
   detail::prefix_buffer prefixes_;  // what the row processor is given

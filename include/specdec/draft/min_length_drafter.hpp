@@ -22,9 +22,9 @@ namespace specdec {
  * vary in length (prompt lookup, a model drafter with model_drafter_options::p_min); min_length
  * 0 or 1 changes nothing. Lossless: the decision reads only the draft.
  *
- * Trees pass through unchanged. The optional Drafter members the decoders look for
- * (vocab_size, model, model_calls, rehearse) are forwarded when Inner has them, and for_each_part shows
- * Inner to the decoders' drafter checks. Holds a reference: `inner` must outlive it.
+ * Trees pass through unchanged. The optional Drafter members the decoders and calibrate look
+ * for (vocab_size, model, model_calls, rehearse) are forwarded when Inner has them, and
+ * for_each_part shows Inner to the decoders' drafter checks. Holds a reference: `inner` must outlive it.
  * Allocates nothing of its own. Thread-safety: as Inner.
  */
 template <class Inner>
