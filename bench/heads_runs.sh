@@ -3,9 +3,11 @@
 # heads (or any drafter), as markdown table rows. For each CONFIG (one quoted string of flags,
 # e.g. "--draft heads:/tmp/eagle.heads -k 4"), decodes the four free prompts of
 # bench/support/e2e.hpp (or the lines of the file $PROMPTS, e.g. bench/data/heads_prompts.txt),
-# 64 new tokens each, at temperature TEMP (seed = prompt index) with --compare-plain, REPS times. Per repetition: tokens per target call over all prompts, and the
-# speed-up = total plain decode time / total speculative decode time in that repetition (both
-# measured in the same process, one after the other). Prints the median over repetitions and,
+# 64 new tokens each, at temperature TEMP with --compare-plain, REPS times; repetition r decodes
+# prompt i with seed i + 100 r, so a sampled row's repetitions are REPS different draws, not
+# one draw timed REPS times. Tokens per target call: over all prompts and repetitions. Speed-up
+# per repetition: total plain decode time / total speculative decode time (both measured in the
+# same process, one after the other). Prints the median over repetitions and,
 # greedy, whether every output was identical to plain decoding.
 # Needs jq and build/release/examples/llama2c/specdec-generate (set B to another folder).
 set -euo pipefail
@@ -22,24 +24,24 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 echo "| config | temp | tokens/call | speed-up (median of $reps) | range | identical |"
 echo "|---|---|---|---|---|---|"
 for config in "$@"; do
-  tpc="" ups=() same=yes
+  all_gen=0 all_calls=0 ups=() same=yes
   for ((r = 0; r < reps; ++r)); do
-    gen=0 calls=0 spec_s=0 plain_s=0
+    spec_s=0 plain_s=0
     for i in "${!prompts[@]}"; do
       # shellcheck disable=SC2086
       out=$("$B/specdec-generate" -m "$model" --tokenizer "$tok" -p "${prompts[$i]}" -n 64 \
-              --temp "$temp" -s "$i" --json --compare-plain $config)
+              --temp "$temp" -s "$((i + 100 * r))" --json --compare-plain $config)
       read -r g c ts tp id < <(jq -r '[.stats.generated_tokens, .stats.target_calls,
           .stats.tokens_per_second, .compare_plain.stats.tokens_per_second,
           (.compare_plain.identical // "n/a")] | @tsv' <<< "$out")
-      gen=$((gen + g)) calls=$((calls + c))
+      all_gen=$((all_gen + g)) all_calls=$((all_calls + c))
       spec_s=$(awk -v a="$spec_s" -v g="$g" -v t="$ts" 'BEGIN {print a + g / t}')
       plain_s=$(awk -v a="$plain_s" -v g="$g" -v t="$tp" 'BEGIN {print a + g / t}')
       [ "$id" = "false" ] && same=no
     done
-    tpc=$(awk -v g="$gen" -v c="$calls" 'BEGIN {printf "%.2f", g / c}')
     ups+=("$(awk -v p="$plain_s" -v s="$spec_s" 'BEGIN {printf "%.3f", p / s}')")
   done
+  tpc=$(awk -v g="$all_gen" -v c="$all_calls" 'BEGIN {printf "%.2f", g / c}')
   med=$(printf '%s\n' "${ups[@]}" | median)
   lo=$(printf '%s\n' "${ups[@]}" | sort -g | head -1)
   hi=$(printf '%s\n' "${ups[@]}" | sort -g | tail -1)

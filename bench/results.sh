@@ -200,7 +200,7 @@ headline=$work/headline.md
   echo "its predictions come at a $shape model's cost per token (the memory-bound regime where"
   echo "speculation pays); 2 threads. Draft model and heads prompts: the four free prompts of"
   echo "\`bench/support/e2e.hpp\`; prompt lookup: its four quoting prompts. 64 new tokens per prompt;"
-  echo "seed = prompt index. Per repetition the speed-up is plain decoding's time over speculative"
+  echo "seed = prompt index + 100 x repetition (each repetition samples afresh). Per repetition the speed-up is plain decoding's time over speculative"
   echo "decoding's for the same requests, both timed in the same process."
   echo
   rel() { sed "s#^$root/##" <<<"$1"; }
