@@ -67,8 +67,8 @@ void run_target(const char* title, l2::model& target, Drafter& drafter, double d
                 const std::vector<std::vector<std::size_t>>& hand_picked, int reps) {
   specdec::step_cost_model cost;
   cost.target = sb::cost_curve(target, 40);
-  cost.draft_per_level = draft_t1;
-  cost.draft_per_node = std::max(0.0, (draft_t8 - draft_t1) / 7.0);
+  cost.draft_per_node = std::max(0.0, (draft_t8 - draft_t1) / 7.0);  // as calibrate fits them
+  cost.draft_per_level = std::max(0.0, draft_t1 - cost.draft_per_node);
   std::printf("%s\nt(1) = %.3f ms; t(n)/t(1):", title, 1e3 * cost.target[1]);
   for (std::size_t n : {2, 4, 8, 16, 32})
     std::printf(" %zu:%.2f", n, cost.target[n] / cost.target[1]);

@@ -209,8 +209,11 @@ TEST_CASE("calibrate: a model drafter's draft model gives the drafting cost") {
   draft_model.append(std::vector<token_id>{1, 2}, logits);
   const auto cost = specdec::calibrate(target, drafter, {.max_n = 9, .draft_width = 4}, clock);
   CHECK(cost.target[1] == Approx(1.1));
-  CHECK(cost.draft_per_level == Approx(0.06));  // t_draft(1)
+  // A level of k nodes costs draft_per_level + k draft_per_node: the clock's own 0.05 + 0.01 k,
+  // so a chain's level (k = 1) is t_draft(1), not t_draft(1) plus another node.
   CHECK(cost.draft_per_node == Approx(0.01));   // (t_draft(4) - t_draft(1)) / 3
+  CHECK(cost.draft_per_level == Approx(0.05));  // t_draft(1) - draft_per_node
+  CHECK(cost.seconds(1, 1) - cost.target[2] == Approx(0.06));  // one level of one node
   CHECK(draft_model.size() == 2);
   // A drafter without a model: no drafting cost.
   specdec::ngram_drafter lookup;
@@ -236,14 +239,14 @@ TEST_CASE("calibrate: a drafter without a model is timed by its rehearse") {
   } heads;
   heads.now = &now;
   const auto cost = specdec::calibrate(target, heads, {.max_n = 3, .draft_width = 5}, clock);
-  CHECK(cost.draft_per_level == Approx(0.025));  // rehearse(1)
-  CHECK(cost.draft_per_node == Approx(0.005));   // (rehearse(5) - rehearse(1)) / 4
+  CHECK(cost.draft_per_node == Approx(0.005));  // (rehearse(5) - rehearse(1)) / 4
+  CHECK(cost.draft_per_level == Approx(0.02));  // rehearse(1) - draft_per_node
   // A warm-up of the widest level, then min_rounds (3) rounds of 1 and w.
   CHECK(heads.rehearsed == std::vector<std::size_t>{5, 1, 5, 1, 5, 1, 5});
   // Through a wrapper that forwards it (min_length_drafter).
   specdec::min_length_drafter<rehearsing_drafter> wrapped(heads, 2);
   const auto through = specdec::calibrate(target, wrapped, {.max_n = 3, .draft_width = 5}, clock);
-  CHECK(through.draft_per_level == Approx(0.025));
+  CHECK(through.draft_per_level == Approx(0.02));
   CHECK(through.draft_per_node == Approx(0.005));
 }
 

@@ -85,7 +85,7 @@ TEST_CASE("cost_keeper: with a model drafter, the drafting cost is kept too") {
   specdec::model_drafter<clocked_model> drafter(draft_model);
   specdec::cost_keeper keeper(target, drafter, {.max_age_seconds = 10.0, .calibration = {}}, clock);
   const auto& cost = keeper.current();
-  CHECK(cost.draft_per_level == Approx(0.06));
+  CHECK(cost.draft_per_level == Approx(0.05));
   CHECK(cost.draft_per_node == Approx(0.01));
   CHECK(draft_model.size() == 0);
   // The target-only keeper has no drafting cost.

@@ -242,8 +242,11 @@ step_cost_model calibrate(Target& target, const calibrate_options& options = {},
 
 namespace detail {
 
-/// draft_per_level = median of time(1), draft_per_node = (median of time(w) - that) / (w - 1),
-/// over `rounds` rounds after one warm-up of time(w).
+/// Fits step_cost_model's drafting terms (a level of k nodes costs draft_per_level + k x
+/// draft_per_node) through the medians of time(1) and time(w) over `rounds` rounds after one
+/// warm-up of time(w): draft_per_node = (time(w) - time(1)) / (w - 1), draft_per_level =
+/// time(1) - draft_per_node (each at least 0), so a chain's level costs time(1), not time(1)
+/// plus another node.
 template <class Time>
 void set_draft_cost(step_cost_model& cost, Time&& time, std::size_t w, std::size_t rounds) {
   time(w);  // warm-up
@@ -253,8 +256,8 @@ void set_draft_cost(step_cost_model& cost, Time&& time, std::size_t w, std::size
     wide.push_back(time(w));
   }
   const double t1 = median_of(one), tw = median_of(wide);
-  cost.draft_per_level = t1;
   cost.draft_per_node = std::max(0.0, (tw - t1) / static_cast<double>(w - 1));
+  cost.draft_per_level = std::max(0.0, t1 - cost.draft_per_node);
 }
 
 }  // namespace detail
@@ -264,9 +267,10 @@ void set_draft_cost(step_cost_model& cost, Time&& time, std::size_t w, std::size
  * and the drafting cost, each the median over options.min_rounds rounds, w =
  * options.draft_width:
  * - a drafter that says which model it drafts with (d.model(), as model_drafter): that model's
- *   t(1) as draft_per_level (a level is one call) and (t(w) - t(1)) / (w - 1) as
- *   draft_per_node. Counts the model's calls only (not its sampling, nor the one call a step
- *   spends catching up on the accepted tokens);
+ *   calls of 1 and w tokens (a level is one call), (t(w) - t(1)) / (w - 1) as draft_per_node
+ *   and t(1) minus that as draft_per_level, so that a level of k nodes is predicted at t(1) +
+ *   (k - 1) draft_per_node. Counts the model's calls only (not its sampling, nor the one call a
+ *   step spends catching up on the accepted tokens);
  * - else a drafter with the optional member d.rehearse(n) (the draft heads: one level of n
  *   nodes on placeholder inputs, see the Drafter concept): the same two figures from the time of
  *   rehearse(1) and rehearse(w);

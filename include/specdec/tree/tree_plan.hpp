@@ -150,7 +150,8 @@ struct acceptance_profile {
 };
 
 /// What a step costs, in seconds: the target scoring n tokens in one call (target[n], n >= 1;
-/// target[0] is unused), and drafting, per tree level (one draft call) and per drafted node.
+/// target[0] is unused), and drafting: a level of k nodes (one draft call) costs
+/// draft_per_level + k x draft_per_node, so a chain of K costs K x (the two summed).
 struct step_cost_model {
   std::vector<double> target;
   double draft_per_level = 0.0;
