@@ -110,13 +110,37 @@ TEST_CASE("replan: optimistic profile reaches one step past the evidence") {
     REQUIRE(p.rate.size() == 2);  // depth 1 accepted nothing: depth 2 is not reached
     REQUIRE(p.rate[0].size() == 3);
     CHECK(p.rate[0][0] == Approx(7.0 / 11));
-    CHECK(p.rate[0][1] == Approx((1 + 4.0 / 11) / 5));
-    CHECK(p.rate[0][2] == Approx(1 - 7.0 / 11 - (1 + 4.0 / 11) / 5));  // all the room left
+    // Rank 1, pooled over the depths: its 4 offers had room 1 - 6/10 below them and took 1,
+    // c_1 = (1 + 1) / (4 x 0.4 + 1); its pseudo-sample is that share of the room.
+    const double c1 = 2.0 / 2.6;
+    CHECK(p.rate[0][1] == Approx((1 + 4.0 / 11 * c1) / 5));
+    const double below = 7.0 / 11 + (1 + 4.0 / 11 * c1) / 5;
+    // Rank 2, never offered: the room left, at rank 1's share (no better than a second).
+    CHECK(p.rate[0][2] == Approx((1 - below) * c1));
     REQUIRE(p.rate[1].size() == 2);
     CHECK(p.rate[1][0] == Approx(1.0 / 6));
-    CHECK(p.rate[1][1] == Approx(5.0 / 6));
+    CHECK(p.rate[1][1] == Approx(5.0 / 6 * c1));  // never offered at depth 1: depth 0's share
     CHECK(acceptance_profile::optimistic(s, 1.0, 8, 1).rate[0].size() == 1);
     CHECK(acceptance_profile::optimistic(s, 1.0, 1).rate.size() == 1);
+  }
+  SECTION("second candidates refuted at one depth are not tried depth by depth") {
+    // Depth 0 branched 20 times and its second candidate took 2 of the room the first left;
+    // depths 1-3 (accepting about half) were reached by chains only.
+    s.offered_at_rank = {{40, 20}, {30}, {25}, {20}};
+    s.accepted_at_rank = {{20, 2}, {15}, {12}, {10}};
+    const auto p = acceptance_profile::optimistic(s, 1.0, 8, 2);
+    const double c1 = 3.0 / (20 * (1 - 20.0 / 40) + 1);  // (2 + 1) / (offered x room + 1)
+    REQUIRE(p.rate.size() == 5);
+    for (std::size_t d = 1; d < 4; ++d) {
+      REQUIRE(p.rate[d].size() == 2);
+      CHECK(p.rate[d][1] == Approx((1 - p.rate[d][0]) * c1));
+    }
+    // Where width is nearly free, the plan is a chain; optimism about each depth's second
+    // candidate alone (all the room, 0.48-0.5) planned 1x2x2.
+    step_cost_model cost;
+    cost.target = {0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.05, 1.1, 1.15, 1.2};
+    const auto plan = specdec::plan_tree(p, cost, 8, 8, 2);
+    CHECK(plan.branching == std::vector<std::size_t>{1, 1, 1, 1});
   }
   SECTION("a bad prior is refused") {
     CHECK_THROWS_WITH(acceptance_profile::optimistic(s, 0.0, 8),

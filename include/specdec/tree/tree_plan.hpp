@@ -76,7 +76,11 @@ struct acceptance_profile {
   /**
    * The profile the speed policy plans from (generate_options::replan.explore): measured counts
    * plus `prior` pseudo-samples of the most a cell could be, rate[d][r] = (accepted + prior x u)
-   * / (offered + prior), u = 1 - the rates of the lower ranks at that depth (at least 0). It
+   * / (offered + prior), u = 1 - the rates of the lower ranks at that depth (at least 0), and for
+   * a rank r >= 1 u times c_r, the share of that room rank r's candidates took at every depth
+   * together, with `prior` pseudo-samples of c_{r-1} (c_0 = 1): once second candidates were
+   * measured somewhere, every depth's second candidate is expected alike instead of being tried
+   * depth by depth, and a third is expected to do no better than a second. It
    * reaches one step past the evidence and no further: depth 0 always, depth d + 1 once some
    * candidate at depth d was accepted, and at each depth the ranks offered so far plus one (at
    * most max_rank). So a plan may go one position deeper (or one candidate wider) than was
@@ -94,7 +98,7 @@ struct acceptance_profile {
    * more than it says under greedy decoding and less at high temperature; without the scale a
    * shallow plan would keep the deeper positions at their carried rate, never measured. Throws
    * std::invalid_argument unless prior > 0 and finite, and, with `expected`, expected_samples
-   * too. O(depths x max_rank).
+   * too. O(depths x max_rank + the cells counted).
    */
   static acceptance_profile optimistic(const decode_stats& s, double prior, std::size_t depths,
                                        std::size_t max_rank = 8,
@@ -115,6 +119,35 @@ struct acceptance_profile {
         predicted += static_cast<double>(count_at(s.offered_at_rank, d, r)) * expected.rate[d][r];
       }
     const double scale = (measured + expected_samples) / (predicted + expected_samples);
+    // Rank r >= 1 pooled over the depths: the share of the room below it that its candidates
+    // took, c_r = (accepted + prior c_{r-1}) / (offered x room + prior) with c_0 = 1, room from
+    // the raw rates of the lower ranks at each depth. A depth's second candidate is measured only by steps that
+    // branch there; trying each depth's in turn took a cold decoder most of a short request.
+    std::vector<double> taken, room_offered;
+    for (std::size_t d = 0; d < s.offered_at_rank.size(); ++d) {
+      double below = 0.0;
+      for (std::size_t r = 0; r < s.offered_at_rank[d].size(); ++r) {
+        const auto offered = static_cast<double>(s.offered_at_rank[d][r]);
+        const auto accepted = static_cast<double>(count_at(s.accepted_at_rank, d, r));
+        if (r >= 1) {
+          if (taken.size() <= r) {
+            taken.resize(r + 1, 0.0);
+            room_offered.resize(r + 1, 0.0);
+          }
+          taken[r] += accepted;
+          room_offered[r] += offered * std::max(0.0, 1.0 - below);
+        }
+        if (offered > 0.0) below += accepted / offered;
+      }
+    }
+    // A rank's pseudo-samples are of the share the rank before it took: a candidate the
+    // drafter ranks lower is not expected to do better where the ones before it failed.
+    std::vector<double> share(std::max<std::size_t>(max_rank, 1), 1.0);
+    for (std::size_t r = 1; r < share.size(); ++r)
+      share[r] = r < taken.size() ? std::min(1.0, (taken[r] + prior * share[r - 1]) /
+                                                      (room_offered[r] + prior))
+                                  : share[r - 1];
+    const auto pooled = [&](std::size_t r) { return share[std::min(r, share.size() - 1)]; };
     acceptance_profile p;
     for (std::size_t d = 0; d < depths; ++d) {
       const auto count = [&](const auto& m, std::size_t r) { return count_at(m, d, r); };
@@ -132,7 +165,7 @@ struct acceptance_profile {
         const double room = std::max(0.0, 1.0 - below);
         const bool given = r < known;
         const double w = given ? expected_samples : prior;
-        const double e = given ? std::min(room, scale * expected.rate[d][r]) : room;
+        const double e = given ? std::min(room, scale * expected.rate[d][r]) : room * pooled(r);
         const double rate =
             std::min(room, (static_cast<double>(count(s.accepted_at_rank, r)) + w * e) /
                                (static_cast<double>(count(s.offered_at_rank, r)) + w));
