@@ -616,3 +616,51 @@ TEST_CASE("heads drafters: a hidden row of the wrong width is refused, not read 
   CHECK_NOTHROW(medusa_d.propose(history, 2, greedy, gen, chain));
   CHECK(chain.size() == 2);
 }
+
+TEST_CASE("heads drafters: threads lent to the products change no draft") {
+  // An inner width of 8192 makes each half of the EAGLE layer's first product 8192 x 10
+  // weights, enough to be split (weight_product::min_split_weights); the runner runs the chunks
+  // last first, on the calling thread, and counts the products it was handed.
+  struct counting_runner {
+    std::size_t runs = 0;
+    specdec::draft_threads lend() {
+      return {.run = [](void* self, std::size_t chunks, specdec::draft_threads::job_fn job,
+                        void* job_context) {
+                ++static_cast<counting_runner*>(self)->runs;
+                for (std::size_t i = chunks; i-- > 0;) job(job_context, i);
+              },
+              .context = this,
+              .threads = 2};
+    }
+  } runner;
+  const table_model_options t{.vocab_size = 10, .order = 2, .seed = 4};
+  const auto make = [&](capture& cap, hidden_table_model& target, specdec::draft_threads threads,
+                        std::size_t attn_heads) {
+    return specdec::eagle_drafter(cap, eagle(target.vocab_size(), 8192, attn_heads),
+                                  view(target.classifier()),
+                                  view(embedding_of(target.vocab_size())),
+                                  {.expand = 2, .threads = threads});
+  };
+  const std::vector<token_id> prompt{3, 1, 4, 1, 5};
+  for (const std::size_t attn_heads : {0, 2})
+    for (const float temperature : {0.0f, 0.9f})
+      for (const auto& shape : std::vector<std::vector<std::size_t>>{{}, {3, 2, 1}}) {
+        CAPTURE(attn_heads, temperature, shape.size());
+        specdec::generate_options o;
+        o.max_new_tokens = 24;
+        o.draft_length = 4;
+        o.tree = shape;
+        o.sampling = {.temperature = temperature, .seed = 11};
+        hidden_table_model alone_target(t), lent_target(t);
+        capture alone_cap(alone_target), lent_cap(lent_target);
+        auto alone = make(alone_cap, alone_target, {}, attn_heads);
+        auto lent = make(lent_cap, lent_target, runner.lend(), attn_heads);
+        specdec::speculative_decoder a(alone_cap, alone), b(lent_cap, lent);
+        const std::size_t before = runner.runs;
+        const auto want = a.generate(prompt, o);
+        const auto got = b.generate(prompt, o);
+        CHECK(got.tokens == want.tokens);
+        CHECK(got.stats.accepted_tokens == want.stats.accepted_tokens);
+        CHECK(runner.runs > before);
+      }
+}

@@ -299,12 +299,17 @@ int generate(const l2::cli_options& c) {
       if (!c.quiet && !c.json) std::printf("%s\n\n", l2::heads_summary(heads).c_str());
       if (heads.kind == l2::heads_kind::medusa) {
         specdec::medusa_drafter drafter(capture, std::move(heads.medusa), w.classifier(),
-                                        {.max_nodes = c.heads_nodes, .candidates = candidates});
+                                        {.max_nodes = c.heads_nodes,
+                                         .candidates = candidates,
+                                         .threads = l2::lend(*pool)});
         return run_wrapped(c, info, target, capture, drafter, tok);
       }
       specdec::eagle_drafter drafter(
           capture, std::move(heads.eagle), w.classifier(), w.token_embedding(),
-          {.max_nodes = c.heads_nodes, .expand = c.heads_expand, .candidates = candidates});
+          {.max_nodes = c.heads_nodes,
+           .expand = c.heads_expand,
+           .candidates = candidates,
+           .threads = l2::lend(*pool)});
       return run_wrapped(c, info, target, capture, drafter, tok);
     }
   }

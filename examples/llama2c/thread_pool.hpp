@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include <specdec/draft/draft_threads.hpp>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -133,5 +135,14 @@ class thread_pool {
   void* context_ = nullptr;
   std::size_t chunks_ = 0;
 };
+
+/// The pool lent to specdec's draft heads (eagle_drafter_options::threads): their products run
+/// on it while the target, which uses it too, waits for the drafts.
+inline specdec::draft_threads lend(thread_pool& pool) noexcept {
+  return {.run = [](void* p, std::size_t chunks, specdec::draft_threads::job_fn job,
+                    void* job_context) { static_cast<thread_pool*>(p)->run(chunks, job, job_context); },
+          .context = &pool,
+          .threads = pool.size()};
+}
 
 }  // namespace specdec::llama2c

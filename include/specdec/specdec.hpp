@@ -21,6 +21,7 @@
 #include "specdec/decode/pipeline.hpp"
 #include "specdec/decoder.hpp"
 #include "specdec/draft/composed_drafter.hpp"
+#include "specdec/draft/draft_threads.hpp"
 #include "specdec/draft/eagle_attention.hpp"
 #include "specdec/draft/eagle_drafter.hpp"
 #include "specdec/draft/eagle_head.hpp"

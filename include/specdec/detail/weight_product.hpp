@@ -6,6 +6,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 
+#include "specdec/draft/draft_threads.hpp"
 #include "specdec/types.hpp"
 
 namespace specdec::detail {
@@ -20,6 +21,10 @@ inline constexpr int max_tile_rows = 4;  // x rows per tile: 4 x 2 accumulators 
 // (an EAGLE layer of width 1024 at d = 768, on a 2-core AVX2 host: the tiles 10% faster at 64
 // rows, Eigen 1.2 times faster at 128).
 inline constexpr Eigen::Index max_rows = 64;
+// A product split over draft_threads: at least this many weights (256 KiB; under that the
+// hand-off costs about what a thread would save), in chunks of whole 64-byte lines of y.
+inline constexpr Eigen::Index min_split_weights = 64 * 1024;
+inline constexpr Eigen::Index split_align = 16;
 
 // y[r][o] (+)= dot(x row r, w row o) for R rows of x and O rows of w.
 template <int R, int O>
@@ -101,6 +106,40 @@ inline void times_weights(const Eigen::Ref<const row_matrix>& x,
                            accumulate);
   for (; o < out; ++o)
     all_rows<1>(x.data(), ldx, n, w.data() + o * ldw, ldw, in, y.data() + o, ldy, accumulate);
+}
+
+/**
+ * times_weights with the weight rows (y's columns) split into threads.threads chunks of whole
+ * 64-byte lines of y, run by `threads` (draft_threads); each chunk is times_weights of a block
+ * of w's rows, which computes every output exactly as the unsplit call does, so y does not
+ * depend on the split. Without threads, or for fewer than weight_product::min_split_weights
+ * weights, the calling thread does it all. Allocates nothing.
+ */
+inline void times_weights(const Eigen::Ref<const row_matrix>& x,
+                          const Eigen::Ref<const row_matrix>& w, Eigen::Ref<row_matrix> y,
+                          bool accumulate, const draft_threads& threads) {
+  using namespace weight_product;
+  const Eigen::Index out = w.rows();
+  if (!threads.enabled() || w.size() < min_split_weights || out < 2 * split_align)
+    return times_weights(x, w, y, accumulate);
+  const auto parts = static_cast<Eigen::Index>(threads.threads);
+  const Eigen::Index chunk = ((out + parts - 1) / parts + split_align - 1) / split_align * split_align;
+  struct job {
+    const Eigen::Ref<const row_matrix>& x;
+    const Eigen::Ref<const row_matrix>& w;
+    Eigen::Ref<row_matrix>& y;
+    bool accumulate;
+    Eigen::Index chunk;
+  } j{x, w, y, accumulate, chunk};
+  threads.run(threads.context, static_cast<std::size_t>((out + chunk - 1) / chunk),
+              [](void* context, std::size_t i) {
+                const job& c = *static_cast<const job*>(context);
+                const Eigen::Index begin = static_cast<Eigen::Index>(i) * c.chunk;
+                const Eigen::Index len = std::min(c.chunk, c.w.rows() - begin);
+                times_weights(c.x, c.w.middleRows(begin, len), c.y.middleCols(begin, len),
+                              c.accumulate);
+              },
+              &j);
 }
 
 }  // namespace specdec::detail

@@ -17,6 +17,7 @@
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/detail/draft_heads.hpp"
 #include "specdec/detail/weight_product.hpp"
+#include "specdec/draft/draft_threads.hpp"
 #include "specdec/draft/eagle_head.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/math/rng.hpp"
@@ -39,6 +40,9 @@ struct eagle_drafter_options {
   std::size_t expand = 4;
   /// Candidates under sampling (greedy decoding always takes the top ones).
   head_candidates candidates = head_candidates::sampled;
+  /// The engine's threads for the heads' products (draft_threads; default none). The drafts do
+  /// not depend on it.
+  draft_threads threads{};
 };
 
 /**
@@ -326,12 +330,12 @@ class eagle_drafter {
       e_.row(static_cast<Eigen::Index>(i)) = embedding_.row(tokens[i]);
     detail::fit_rows(z_, n, w_.w1.rows());
     detail::fit_rows(next_, n, d);
-    eagle_step(w_, f_.topRows(n), e_.topRows(n), z_.topRows(n), next_.topRows(n));
+    eagle_step(w_, f_.topRows(n), e_.topRows(n), z_.topRows(n), next_.topRows(n), o_.threads);
     if (w_.attention.enabled() && !nodes.empty()) add_attention(nodes);
     detail::fit_rows(scaled_, n, d);
     scaled_.topRows(n) = next_.topRows(n) / w_.input_scale;
     detail::fit_rows(logits_, n, classifier_.rows());
-    detail::times_weights(scaled_.topRows(n), classifier_, logits_.topRows(n));
+    detail::times_weights(scaled_.topRows(n), classifier_, logits_.topRows(n), false, o_.threads);
   }
 
   // next_ += Wo a for the rows of step_rows: each row's query attends to the context and to the
@@ -344,15 +348,15 @@ class eagle_drafter {
     u_.topRows(b).leftCols(d) = f_.topRows(b);
     u_.topRows(b).rightCols(d) = e_.topRows(b);
     detail::fit_rows(query_, b, A);
-    detail::times_weights(u, a.wq, query_.topRows(b));
+    detail::times_weights(u, a.wq, query_.topRows(b), false, o_.threads);
     const Eigen::Index first = steps_used_;
     steps_used_ += b;
     if (step_keys_.rows() < steps_used_) {
       step_keys_.conservativeResize(steps_used_, A);
       step_values_.conservativeResize(steps_used_, A);
     }
-    detail::times_weights(u, a.wk, step_keys_.middleRows(first, b));
-    detail::times_weights(u, a.wv, step_values_.middleRows(first, b));
+    detail::times_weights(u, a.wk, step_keys_.middleRows(first, b), false, o_.threads);
+    detail::times_weights(u, a.wv, step_values_.middleRows(first, b), false, o_.threads);
     node_step_.resize(nodes_.size(), -1);
     detail::fit_rows(attended_, b, A);
     for (Eigen::Index r = 0; r < b; ++r) {
@@ -369,7 +373,7 @@ class eagle_drafter {
       detail::attend(a, query_.row(r).data(), context_.keys(), context_.values(), step_keys_,
                      step_values_, path_, scores_, attended_.row(r).data());
     }
-    detail::times_weights(attended_.topRows(b), a.wo, next_.topRows(b), true);
+    detail::times_weights(attended_.topRows(b), a.wo, next_.topRows(b), true, o_.threads);
   }
 
   // Keeps the root and the `budget` most confident nodes (ties: shallower, then earlier); a

@@ -13,6 +13,7 @@
 
 #include "specdec/detail/draft_heads.hpp"
 #include "specdec/detail/weight_product.hpp"
+#include "specdec/draft/draft_threads.hpp"
 #include "specdec/draft/eagle_attention.hpp"
 #include "specdec/types.hpp"
 
@@ -67,20 +68,20 @@ inline void check_eagle_weights(const eagle_weights& e, std::size_t d) {
  * The MLP part of one step for n rows at once (the attention layer, when there is one, needs the
  * sequence and is added by eagle_drafter): `next` (n x d) from features `f` (n x d, already
  * multiplied by input_scale) and embeddings `e` (n x d). O(n (2d m + d m)), each weight read once
- * for the n rows (detail::times_weights); `z` is scratch.
+ * for the n rows (detail::times_weights), split over `threads` when lent; `z` is scratch.
  * This form writes rows the caller sized (z: n x m, next: n x d), for instance the top rows of
  * buffers kept at their largest, and allocates nothing.
  */
 inline void eagle_step(const eagle_weights& w, const Eigen::Ref<const row_matrix>& f,
                        const Eigen::Ref<const row_matrix>& e, Eigen::Ref<row_matrix> z,
-                       Eigen::Ref<row_matrix> next) {
+                       Eigen::Ref<row_matrix> next, const draft_threads& threads = {}) {
   const Eigen::Index d = f.cols();
-  detail::times_weights(f, w.w1.leftCols(d), z);
-  detail::times_weights(e, w.w1.rightCols(d), z, true);
+  detail::times_weights(f, w.w1.leftCols(d), z, false, threads);
+  detail::times_weights(e, w.w1.rightCols(d), z, true, threads);
   z.rowwise() += w.b1;
   detail::silu_in_place(z);
   next = f;
-  detail::times_weights(z, w.w2, next, true);
+  detail::times_weights(z, w.w2, next, true, threads);
   next.rowwise() += w.b2;
 }
 

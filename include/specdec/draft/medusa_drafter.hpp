@@ -14,6 +14,7 @@
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/detail/draft_heads.hpp"
 #include "specdec/detail/weight_product.hpp"
+#include "specdec/draft/draft_threads.hpp"
 #include "specdec/draft/medusa_heads.hpp"
 #include "specdec/draft/model_drafter.hpp"
 #include "specdec/math/rng.hpp"
@@ -37,6 +38,9 @@ struct medusa_drafter_options {
   std::size_t max_nodes = 0;
   /// Candidates under sampling (greedy decoding always takes the top ones).
   head_candidates candidates = head_candidates::sampled;
+  /// The engine's threads for the shared classifier's product (draft_threads; default none).
+  /// The drafts do not depend on it.
+  draft_threads threads{};
 };
 
 namespace detail {
@@ -355,7 +359,8 @@ class medusa_drafter {
     }
     const auto shared = static_cast<Eigen::Index>(shared_heads_.size());
     detail::fit_rows(shared_logits_, shared, classifier_.rows());
-    detail::times_weights(shared_.topRows(shared), classifier_, shared_logits_.topRows(shared));
+    detail::times_weights(shared_.topRows(shared), classifier_, shared_logits_.topRows(shared),
+                          false, o_.threads);
     for (Eigen::Index i = 0; i < shared; ++i)
       logits_.row(static_cast<Eigen::Index>(shared_heads_[static_cast<std::size_t>(i)])) =
           shared_logits_.row(i);
