@@ -140,7 +140,9 @@ class thread_pool {
 /// on it while the target, which uses it too, waits for the drafts.
 inline specdec::draft_threads lend(thread_pool& pool) noexcept {
   return {.run = [](void* p, std::size_t chunks, specdec::draft_threads::job_fn job,
-                    void* job_context) { static_cast<thread_pool*>(p)->run(chunks, job, job_context); },
+                    void* job_context) {
+            static_cast<thread_pool*>(p)->run(chunks, job, job_context);
+          },
           .context = &pool,
           .threads = pool.size()};
 }

@@ -123,7 +123,8 @@ inline void times_weights(const Eigen::Ref<const row_matrix>& x,
   if (!threads.enabled() || w.size() < min_split_weights || out < 2 * split_align)
     return times_weights(x, w, y, accumulate);
   const auto parts = static_cast<Eigen::Index>(threads.threads);
-  const Eigen::Index chunk = ((out + parts - 1) / parts + split_align - 1) / split_align * split_align;
+  const Eigen::Index per_part = (out + parts - 1) / parts;
+  const Eigen::Index chunk = (per_part + split_align - 1) / split_align * split_align;
   struct job {
     const Eigen::Ref<const row_matrix>& x;
     const Eigen::Ref<const row_matrix>& w;

@@ -22,7 +22,9 @@ namespace specdec {
  *
  *     specdec::draft_threads lent{
  *         .run = [](void* pool, std::size_t chunks, specdec::draft_threads::job_fn job,
- *                   void* job_context) { static_cast<my_pool*>(pool)->run(chunks, job, job_context); },
+ *                   void* job_context) {
+ *           static_cast<my_pool*>(pool)->run(chunks, job, job_context);
+ *         },
  *         .context = &pool,
  *         .threads = pool.size()};
  */

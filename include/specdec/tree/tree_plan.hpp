@@ -121,8 +121,9 @@ struct acceptance_profile {
     const double scale = (measured + expected_samples) / (predicted + expected_samples);
     // Rank r >= 1 pooled over the depths: the share of the room below it that its candidates
     // took, c_r = (accepted + prior c_{r-1}) / (offered x room + prior) with c_0 = 1, room from
-    // the raw rates of the lower ranks at each depth. A depth's second candidate is measured only by steps that
-    // branch there; trying each depth's in turn took a cold decoder most of a short request.
+    // the raw rates of the lower ranks at each depth. A depth's second candidate is measured
+    // only by steps that branch there; trying each depth's in turn took a cold decoder most of
+    // a short request.
     std::vector<double> taken, room_offered;
     for (std::size_t d = 0; d < s.offered_at_rank.size(); ++d) {
       double below = 0.0;
