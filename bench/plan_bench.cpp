@@ -30,7 +30,6 @@
 #include <string>
 #include <vector>
 
-#include "bench/support/calibrate.hpp"
 #include "bench/support/e2e.hpp"
 #include "bench/support/models.hpp"
 #include "bench/support/reshaped.hpp"
@@ -62,13 +61,12 @@ std::string shape_text(const std::vector<std::size_t>& b) {
 }
 
 template <class Drafter>
-void run_target(const char* title, l2::model& target, Drafter& drafter, double draft_t1,
-                double draft_t8, const std::vector<std::vector<token_id>>& prompts,
+void run_target(const char* title, l2::model& target, Drafter& drafter,
+                const std::vector<std::vector<token_id>>& prompts,
                 const std::vector<std::vector<std::size_t>>& hand_picked, int reps) {
-  specdec::step_cost_model cost;
-  cost.target = sb::cost_curve(target, 40);
-  cost.draft_per_node = std::max(0.0, (draft_t8 - draft_t1) / 7.0);  // as calibrate fits them
-  cost.draft_per_level = std::max(0.0, draft_t1 - cost.draft_per_node);
+  // The library's calibration, up to trees of 39 nodes, 7 rounds of every measured n.
+  const specdec::step_cost_model cost =
+      specdec::calibrate(target, drafter, {.max_n = 40, .min_rounds = 7, .max_rounds = 7});
   std::printf("%s\nt(1) = %.3f ms; t(n)/t(1):", title, 1e3 * cost.target[1]);
   for (std::size_t n : {2, 4, 8, 16, 32})
     std::printf(" %zu:%.2f", n, cost.target[n] / cost.target[1]);
@@ -179,7 +177,7 @@ int main(int argc, char** argv) {
     for (const auto& t : {std::vector<std::size_t>{2, 2}, {4, 2}, {8, 2}, {4, 2, 2}})
       hand.push_back(t);
     run_target("aidreams260K (cache-resident), layer-skip draft of 3 layers, 1 thread", target,
-               drafter, sb::time_append(skip3, 1), sb::time_append(skip3, 8), prompts, hand, reps);
+               drafter, prompts, hand, reps);
   }
   if (which == "110M" || which == "both") {
     auto pool = std::make_shared<l2::thread_pool>();
@@ -198,8 +196,7 @@ int main(int argc, char** argv) {
     std::snprintf(title, sizeof title,
                   "aidreams260K reshaped to 110M (memory-bound), first-3-layer draft, %zu threads",
                   pool->size());
-    run_target(title, target, drafter, sb::time_append(first3, 1), sb::time_append(first3, 8),
-               prompts, hand, reps);
+    run_target(title, target, drafter, prompts, hand, reps);
   }
   return 0;
 }

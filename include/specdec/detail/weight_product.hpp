@@ -21,8 +21,10 @@ inline constexpr int max_tile_rows = 4;  // x rows per tile: 4 x 2 accumulators 
 // (an EAGLE layer of width 1024 at d = 768, on a 2-core AVX2 host: the tiles 10% faster at 64
 // rows, Eigen 1.2 times faster at 128).
 inline constexpr Eigen::Index max_rows = 64;
-// A product split over draft_threads: at least this many weights (256 KiB; under that the
-// hand-off costs about what a thread would save), in chunks of whole 64-byte lines of y.
+// A product split over draft_threads: at least this many weights (256 KiB, about 3 us on one
+// thread), in chunks of whole 64-byte lines of y. With the pool's threads awake the split paid
+// from 32K weights up on the 2-core results host (1.4-2x, best of 400 calls); a pool that has
+// gone to sleep costs 0.1-0.2 ms to wake there, so the smallest products stay on the caller.
 inline constexpr Eigen::Index min_split_weights = 64 * 1024;
 inline constexpr Eigen::Index split_align = 16;
 

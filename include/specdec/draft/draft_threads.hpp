@@ -14,7 +14,9 @@ namespace specdec {
  * when every call has returned; a job never throws. A product big enough to pay for the hand-off
  * is split into `threads` chunks of output columns, each computed exactly as the calling thread
  * would, so the drafts do not depend on the split. The decoder drafts, then scores, one after the
- * other: the pool that runs the target is free while the heads draft, so lend that one. With
+ * other: the pool that runs the target is free while the heads draft, so lend that one; its
+ * threads are then still awake from the target's call (a pool that sleeps between jobs pays its
+ * wake-up on the first product, 0.1-0.2 ms on the 2-core host of docs/results.md). With
  * several sequences drafting at once on different threads, lend a pool whose run() may be
  * called concurrently, or none. Default: no threads (the calling thread does all the work).
  *
