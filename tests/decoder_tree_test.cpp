@@ -154,8 +154,9 @@ TEST_CASE("decoder trees: bad tree options are refused with the field named") {
   const std::vector<token_id> prompt{1};
   o.tree = {2, 2};
   REQUIRE_THROWS_WITH(plain.generate(prompt, o),
-                      "generate_options.tree: this drafter cannot draft trees (it does not model "
-                      "specdec::TreeDrafter)");
+                      "generate_options.tree: this pipeline cannot run trees (the drafter does "
+                      "not model specdec::TreeDrafter, or the batch model does not model "
+                      "specdec::BatchTreeLanguageModel)");
   table_model draft_model({.vocab_size = 6, .mix = 0.5f});
   specdec::model_drafter drafter(draft_model);
   specdec::speculative_decoder decoder(target, drafter);
@@ -321,9 +322,16 @@ TEST_CASE("decoder trees: the draft phase asks for no tree beyond max_tree_nodes
   s.history = {1, 2, 3};
   s.prompt_size = 3;
   s.done = false;
+  s.can_tree = true;  // start_sequence sets it from the pipeline
+  // Each draft_phase below is a probe of its own: the step it drafts is dropped (no model was
+  // scored), so the sequence expects a draft again.
+  const auto draft = [&](std::size_t max_k = SIZE_MAX, std::size_t max_rows = SIZE_MAX) {
+    s.expects = specdec::step_phase::draft;
+    specdec::draft_phase(s, drafter, max_k, max_rows);
+  };
   SECTION("1024 + 1024^2 nodes pass max_tree_nodes: one level") {
     s.options.tree = {1024, 1024, 2};
-    specdec::draft_phase(s, drafter);
+    draft();
     CHECK(drafter.last_branching == std::vector<std::size_t>{1024});
     CHECK(s.tree.tree.size() == 1025);
     CHECK(s.score_tokens().size() == 1025);
@@ -331,40 +339,40 @@ TEST_CASE("decoder trees: the draft phase asks for no tree beyond max_tree_nodes
   SECTION("a shape whose node count wraps a size_t: one level") {
     const std::size_t big = std::size_t{1} << 32;
     s.options.tree = {2, big, big - 1};
-    specdec::draft_phase(s, drafter);
+    draft();
     CHECK(drafter.last_branching == std::vector<std::size_t>{2});
   }
   SECTION("a factor of 0 (the options' check refuses it) ends the shape") {
     s.options.tree = {2, 0, 2};
-    specdec::draft_phase(s, drafter);
+    draft();
     CHECK(drafter.last_branching == std::vector<std::size_t>{2});
   }
   SECTION("no rows to spare: no drafts, tree or chain") {
     s.options.tree = {2, 2};
     for (const std::size_t rows : {0, 1}) {
-      specdec::draft_phase(s, drafter, SIZE_MAX, rows);
+      draft(SIZE_MAX, rows);
       CHECK(drafter.tree_calls == 0);
       CHECK(s.score_tokens().size() == 1);
     }
     s.options.tree.clear();
     for (const std::size_t rows : {0, 1}) {
-      specdec::draft_phase(s, drafter, SIZE_MAX, rows);
+      draft(SIZE_MAX, rows);
       CHECK(s.score_tokens().size() == 1);
     }
   }
   SECTION("the room after the context bounds the nodes, not only the depth") {
     s.options.tree = {2, 2, 2};
     s.capacity = 2 + 6;  // the model holds 2 tokens; 6 cells are left for the tree
-    specdec::draft_phase(s, drafter);
+    draft();
     CHECK(drafter.last_branching == std::vector<std::size_t>{2});  // 1 + 2 + 4 nodes do not fit
     CHECK(s.tree.tree.size() == 3);
     s.capacity = 2 + 7;
-    specdec::draft_phase(s, drafter);
+    draft();
     CHECK(drafter.last_branching == std::vector<std::size_t>{2, 2});
     CHECK(s.tree.tree.size() == 7);
     s.capacity = 2 + 2;  // the root and the token emitted after it: nothing to draft
     const std::size_t calls = drafter.tree_calls;
-    specdec::draft_phase(s, drafter);
+    draft();
     CHECK(drafter.tree_calls == calls);
     CHECK(s.tree.tree.size() == 1);
   }

@@ -228,6 +228,26 @@ TEST_CASE("medusa_drafter: greedy decoding with heads equals greedy decoding") {
   check_greedy(t, make_medusa(4, true, {.max_nodes = 5}));
 }
 
+TEST_CASE("medusa_drafter: a one-token prompt (no start row) is a plain step, sampled trees too") {
+  // No hidden row precedes the prompt's last token, so the heads have nothing to draft from:
+  // the sampled tree is the root alone, which the decoder takes as a plain step.
+  const table_model_options t{.vocab_size = 9, .order = 2, .seed = 8};
+  for (const bool tree : {false, true}) {
+    hidden_table_model target(t);
+    capture cap(target);
+    auto drafter = make_medusa(3, true)(cap, target);
+    specdec::speculative_decoder decoder(cap, drafter);
+    specdec::generate_options o;
+    if (tree) o.tree = {2, 2};
+    o.sampling.temperature = 0.8f;
+    o.max_new_tokens = 12;
+    const auto r = decoder.generate(std::vector<token_id>{4}, o);
+    INFO((tree ? "tree" : "chain"));
+    CHECK(r.tokens.size() == 12);
+    CHECK(r.stats.drafted_tokens > 0);  // drafting starts once a row is captured
+  }
+}
+
 TEST_CASE("eagle_drafter: greedy decoding with the predictor equals greedy decoding") {
   const table_model_options t{.vocab_size = 12, .order = 2, .seed = 8};
   check_greedy(t, make_eagle());

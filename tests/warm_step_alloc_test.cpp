@@ -7,8 +7,9 @@
 // EIGEN_RUNTIME_NO_MALLOC with Eigen::internal::set_is_malloc_allowed(false) while counting, and
 // eigen_assert defined below (before any Eigen header) so that the guard's check counts in a
 // Release build too, where NDEBUG turns Eigen's own assert off. Eigen allocates through
-// std::malloc, which operator new does not see. (Eigen's guard does not cover its realloc path,
-// conservativeResize; the library's step does not use it on Eigen matrices.)
+// std::malloc, which operator new does not see. Eigen's guard does not cover its realloc path
+// (conservativeResize), so the program also interposes realloc and counts it (glibc's
+// __libc_realloc does the work; not under the sanitizers, whose runtimes interpose it).
 //
 // What is counted is the library's: the test models (table models, the batch model) allocate
 // in their own calls, so each is wrapped in a forwarding model that pauses the counters while
@@ -29,7 +30,7 @@
 
 namespace alloc_count {
 inline bool armed = false;
-inline std::size_t news = 0, deletes = 0, eigen = 0;
+inline std::size_t news = 0, deletes = 0, eigen = 0, reallocs = 0;
 // Eigen's assertion: the malloc guard's failure is counted, any other one throws.
 inline void eigen_failed(const char* expr) {
   if (std::strstr(expr, "is_malloc_allowed")) {
@@ -67,6 +68,23 @@ inline void eigen_failed(const char* expr) {
 #include "support/hidden_table_model.hpp"
 #include "support/table_model.hpp"
 #include "support/tree_table_model.hpp"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SPECDEC_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SPECDEC_TEST_SANITIZED 1
+#endif
+#if defined(__GLIBC__) && !defined(SPECDEC_TEST_SANITIZED)
+#define SPECDEC_TEST_COUNTS_REALLOC 1
+extern "C" void* __libc_realloc(void* p, std::size_t n);
+extern "C" void* realloc(void* p, std::size_t n) noexcept {
+  if (alloc_count::armed) ++alloc_count::reallocs;
+  return __libc_realloc(p, n);
+}
+#endif
 
 namespace {
 void* counted_new(std::size_t n) noexcept {
@@ -133,22 +151,24 @@ using specdec::test::tree_table_model;
 
 // What was counted between arm() and disarm().
 struct counts {
-  std::size_t news = 0, deletes = 0, eigen = 0, steps = 0;
-  bool none() const { return news == 0 && deletes == 0 && eigen == 0; }
+  std::size_t news = 0, deletes = 0, eigen = 0, reallocs = 0, steps = 0;
+  bool none() const { return news == 0 && deletes == 0 && eigen == 0 && reallocs == 0; }
   std::string describe() const {
     return std::to_string(steps) + " steps: " + std::to_string(news) + " new, " +
-           std::to_string(deletes) + " delete, " + std::to_string(eigen) + " Eigen malloc";
+           std::to_string(deletes) + " delete, " + std::to_string(eigen) + " Eigen malloc, " +
+           std::to_string(reallocs) + " realloc";
   }
 };
 void arm() {
-  alloc_count::news = alloc_count::deletes = alloc_count::eigen = 0;
+  alloc_count::news = alloc_count::deletes = alloc_count::eigen = alloc_count::reallocs = 0;
   alloc_count::armed = true;
   Eigen::internal::set_is_malloc_allowed(false);
 }
 counts disarm(std::size_t steps) {
   alloc_count::armed = false;
   Eigen::internal::set_is_malloc_allowed(true);
-  return {alloc_count::news, alloc_count::deletes, alloc_count::eigen, steps};
+  return {alloc_count::news, alloc_count::deletes, alloc_count::eigen, alloc_count::reallocs,
+          steps};
 }
 
 // Pauses the counters for the scope of a test model's own call.
@@ -316,6 +336,7 @@ counts warm_run(Decoder& decoder, std::span<const token_id> p, generate_options 
     total.news += c.news;
     total.deletes += c.deletes;
     total.eigen += c.eigen;
+    total.reallocs += c.reallocs;
     total.steps += 1;
   }
   return total;
@@ -323,7 +344,7 @@ counts warm_run(Decoder& decoder, std::span<const token_id> p, generate_options 
 
 }  // namespace
 
-TEST_CASE("warm_step_alloc: the counters see operator new and Eigen's malloc") {
+TEST_CASE("warm_step_alloc: the counters see operator new, Eigen's malloc and realloc") {
   arm();
   auto v = std::make_unique<std::vector<int>>(10);
   v.reset();
@@ -341,6 +362,16 @@ TEST_CASE("warm_step_alloc: the counters see operator new and Eigen's malloc") {
     }
     CHECK(disarm(0).none());
   }
+#ifdef SPECDEC_TEST_COUNTS_REALLOC
+  SECTION("and Eigen's conservativeResize, which reallocates") {
+    row_matrix r(2, 3);
+    arm();
+    r.conservativeResize(40, 3);
+    const counts grown = disarm(0);
+    INFO(grown.describe());
+    CHECK(grown.reallocs == 1);
+  }
+#endif
 }
 
 TEST_CASE("warm_step_alloc: speculative_decoder with model_drafter chains") {
@@ -364,31 +395,36 @@ TEST_CASE("warm_step_alloc: speculative_decoder with model_drafter chains") {
 }
 
 TEST_CASE("warm_step_alloc: speculative_decoder with model_drafter trees") {
+  const std::vector<std::vector<std::size_t>> shapes{{3, 2, 1}, {2, 2}};
   for (const auto& [name, sp] : samplings()) {
     for (const auto draw : {candidate_draw::iid, candidate_draw::without_replacement}) {
-      if (sp.greedy() && draw != candidate_draw::iid) continue;
-      generate_options o;
-      o.tree = {3, 2, 1};
-      o.sampling = sp;
-      o.tree_draw = draw;
-      const char* how = draw == candidate_draw::iid ? "iid" : "without replacement";
-      quiet_model<table_model> draft_model(draft_table);
-      specdec::model_drafter drafter(draft_model);
-      {
-        quiet_model<tree_table_model> target(target_table);  // append_tree
-        specdec::speculative_decoder decoder(target, drafter);
-        const counts c = warm_run(decoder, prompt(false), o);
-        INFO(name << ", " << how << ", tree target: " << c.describe());
-        CHECK(c.steps > 5);
-        CHECK(c.none());
-      }
-      {
-        quiet_model<table_model> target(target_table);  // the path-by-path fallback
-        specdec::speculative_decoder decoder(target, drafter);
-        const counts c = warm_run(decoder, prompt(false), o);
-        INFO(name << ", " << how << ", fallback: " << c.describe());
-        CHECK(c.steps > 5);
-        CHECK(c.none());
+      for (const auto& shape : shapes) {
+        if (sp.greedy() && draw != candidate_draw::iid) continue;
+        generate_options o;
+        o.tree = shape;
+        o.sampling = sp;
+        o.tree_draw = draw;
+        const std::string how =
+            std::string(draw == candidate_draw::iid ? "iid" : "without replacement") +
+            (shape.size() == 2 ? ", 2x2" : ", 3x2x1");
+        quiet_model<table_model> draft_model(draft_table);
+        specdec::model_drafter drafter(draft_model);
+        {
+          quiet_model<tree_table_model> target(target_table);  // append_tree
+          specdec::speculative_decoder decoder(target, drafter);
+          const counts c = warm_run(decoder, prompt(false), o);
+          INFO(name << ", " << how << ", tree target: " << c.describe());
+          CHECK(c.steps > 5);
+          CHECK(c.none());
+        }
+        {
+          quiet_model<table_model> target(target_table);  // the path-by-path fallback
+          specdec::speculative_decoder decoder(target, drafter);
+          const counts c = warm_run(decoder, prompt(false), o);
+          INFO(name << ", " << how << ", fallback: " << c.describe());
+          CHECK(c.steps > 5);
+          CHECK(c.none());
+        }
       }
     }
   }
@@ -526,4 +562,76 @@ TEST_CASE("warm_step_alloc: sample() and warp() allocate nothing, past 256 Ki to
   CHECK(c.none());
   CHECK(probs[static_cast<std::size_t>(t)] > 0.0f);
   CHECK(u >= 0);
+}
+
+TEST_CASE("warm_step_alloc: sampled 2x2 trees from a short prompt, 12 warm-up steps, 40 counted") {
+  // A review found two allocations in such a run: a store sized by the first steps and grown
+  // later. Every tree drafter, both decoders, a prompt far shorter than the generation.
+  const std::vector<token_id> short_prompt{3, 1, 4};
+  generate_options o;
+  o.tree = {2, 2};
+  o.max_new_tokens = 400;
+  const auto count = [&](auto& decoder) {
+    decoder.start(short_prompt, o);
+    for (std::size_t i = 0; i < 12; ++i) decoder.step();
+    arm();
+    for (std::size_t i = 0; i < 40 && !decoder.done(); ++i) decoder.step();
+    return disarm(40);
+  };
+  for (const auto draw : {candidate_draw::iid, candidate_draw::without_replacement}) {
+    o.tree_draw = draw;
+    o.sampling.temperature = 0.9f;
+    o.sampling.seed = 11;
+    const char* how = draw == candidate_draw::iid ? "iid" : "without replacement";
+    {
+      quiet_model<table_model> draft_model(draft_table);
+      specdec::model_drafter drafter(draft_model);
+      quiet_model<tree_table_model> target(target_table);
+      specdec::speculative_decoder decoder(target, drafter);
+      const counts c = count(decoder);
+      INFO("model_drafter, " << how << ": " << c.describe());
+      CHECK(c.none());
+    }
+    {
+      constexpr std::size_t v = 64;
+      const auto V = static_cast<Eigen::Index>(v);
+      const table_model_options table{.vocab_size = v, .order = 3, .seed = 7};
+      quiet_model<hidden_table_model> target(table);
+      specdec::hidden_capture capture(target);
+      const specdec::weight_view classifier{target.m.classifier().data(), V, V};
+      specdec::medusa_weights w;
+      specdec::rng g(3);
+      for (std::uint64_t k = 0; k < 2; ++k) {
+        row_matrix a(V, V), b(1, V);
+        for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = static_cast<float>(g.uniform_open() - 0.5);
+        for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = static_cast<float>(g.uniform_open() - 0.5);
+        w.heads.push_back({a, b, row_matrix()});
+      }
+      specdec::medusa_drafter drafter(capture, w, classifier);
+      specdec::speculative_decoder decoder(capture, drafter);
+      const counts c = count(decoder);
+      INFO("medusa_drafter, " << how << ": " << c.describe());
+      CHECK(c.none());
+    }
+    {
+      using drafter_t = specdec::model_drafter<quiet_model<table_model>>;
+      quiet_batch model(target_table);
+      std::vector<std::unique_ptr<quiet_model<table_model>>> draft_models;
+      std::vector<std::unique_ptr<drafter_t>> drafters;
+      specdec::batch_decoder<quiet_batch, drafter_t> decoder(model);
+      for (token_id s = 0; s < 3; ++s) {
+        draft_models.push_back(std::make_unique<quiet_model<table_model>>(draft_table));
+        drafters.push_back(std::make_unique<drafter_t>(*draft_models.back()));
+        auto p = short_prompt;
+        p[0] = s;
+        decoder.add(p, o, *drafters.back());
+      }
+      for (std::size_t i = 0; i < 12; ++i) decoder.step();
+      arm();
+      for (std::size_t i = 0; i < 40; ++i) decoder.step();
+      const counts c = disarm(40);
+      INFO("batch_decoder, " << how << ": " << c.describe());
+      CHECK(c.none());
+    }
+  }
 }

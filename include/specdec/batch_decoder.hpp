@@ -229,7 +229,8 @@ class batch_decoder {
  private:
   using view_type = sequence_view<Batch>;
   struct slot {
-    slot(Batch& m, sequence_id id, Draft& d) : view(m, id), pipe(view, d) {}
+    slot(Batch& m, sequence_id id, Draft& d)
+        : view(m, id), pipe(view, d, BatchTreeLanguageModel<Batch>) {}
     view_type view;
     sequence_pipeline<view_type, Draft> pipe;
     sequence_status status = sequence_status::running;

@@ -130,3 +130,39 @@ TEST_CASE("llama2c decoder: a prompt longer than the context is refused, the mod
   CHECK(r.reason == specdec::stop_reason::context_full);
   CHECK(prompt.size() + r.tokens.size() == f.target.max_size());
 }
+
+TEST_CASE("llama2c decoder: the row processor runs on the rows a verifier reads, one per token") {
+  // Prompt lookup drafts carry no rows, so every processor call is the target's. Token-wise
+  // verification reads row 0 and the row after each accepted draft: accepted + 1 rows a step,
+  // where processing every scored row (as the decoder did before) cost K + 1.
+  fixture f;
+  const auto prompt = f.tok.encode("I dreamed I was a bird and I dreamed I was a bird and I");
+  for (const float temperature : {0.0f, 0.8f}) {
+    std::size_t calls = 0;
+    const specdec::row_processor penalty = specdec::penalties({.last_n = 64, .repeat = 1.1f});
+    specdec::generate_options o;
+    o.max_new_tokens = 120;
+    o.draft_length = 8;
+    o.sampling.temperature = temperature;
+    o.sampling.seed = 3;
+    o.sampling.processor = [&](std::span<const token_id> prefix, std::span<float> row) {
+      ++calls;
+      penalty(prefix, row);
+    };
+    specdec::ngram_drafter lookup({.min_ngram = 1, .max_ngram = 4});
+    specdec::speculative_decoder decoder(f.target, lookup);
+    const auto r = decoder.generate(prompt, o);
+    const auto& st = r.stats;
+    const std::size_t rows_scored = st.target_calls + st.drafted_tokens;
+    INFO("T = " << temperature << ": " << calls << " processor calls for " << r.tokens.size()
+                << " tokens (" << st.target_calls << " calls, " << rows_scored << " rows scored)");
+    CHECK(st.accepted_tokens > 0);
+    CHECK(calls == st.accepted_tokens + st.target_calls);
+    CHECK(calls < rows_scored);
+    std::cout << "row processor, n-gram K = 8, T = " << temperature << ": "
+              << static_cast<double>(calls) / static_cast<double>(r.tokens.size())
+              << " calls per token (every scored row: "
+              << static_cast<double>(rows_scored) / static_cast<double>(r.tokens.size())
+              << ")\n";
+  }
+}

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstddef>
+#include <concepts>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 #include "specdec/concepts/language_model.hpp"
@@ -38,6 +40,10 @@ namespace specdec {
  *   whose nodes all fit), and a generation that reaches max_size() ends with
  *   stop_reason::context_full. An engine may accept more (one that bounds only positions needs
  *   `size() + depth + 1 <= max_size()` for its deepest node, as examples/llama2c does).
+ * - Optional limits of one call: `max_tree_size()`, the most nodes (root included) one
+ *   `append_tree` accepts (an engine's batch size), and `max_tree_leaves()`, the most leaves
+ *   (an engine that gives each root-to-leaf path a sequence of its own). The decoders draft
+ *   trees within both (they cut the shape's depth), so a model never sees a tree it must refuse.
  * - Bad input (token outside [0, V), a parent that is not earlier, a path that is not a chain,
  *   a tree beyond the capacity) throws and leaves the context as it was before the call.
  *
@@ -52,5 +58,30 @@ concept TreeLanguageModel =
       m.append_tree(tokens, parents, logits);
       m.commit(path);
     };
+
+/// The most nodes (root included) one tree call of `m` accepts: m.max_tree_size() when it has
+/// one, else unbounded.
+template <class M>
+std::size_t max_tree_size_of(const M& m) {
+  if constexpr (requires {
+                  { m.max_tree_size() } -> std::convertible_to<std::size_t>;
+                }) {
+    return static_cast<std::size_t>(m.max_tree_size());
+  } else {
+    return std::numeric_limits<std::size_t>::max();
+  }
+}
+
+/// The most leaves one tree of `m` may have: m.max_tree_leaves() when it has one, else unbounded.
+template <class M>
+std::size_t max_tree_leaves_of(const M& m) {
+  if constexpr (requires {
+                  { m.max_tree_leaves() } -> std::convertible_to<std::size_t>;
+                }) {
+    return static_cast<std::size_t>(m.max_tree_leaves());
+  } else {
+    return std::numeric_limits<std::size_t>::max();
+  }
+}
 
 }  // namespace specdec

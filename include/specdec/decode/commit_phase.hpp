@@ -2,8 +2,7 @@
 // context keeps the accepted path (a truncate for a chain, a commit for a tree), the accepted
 // drafts and the target's token are emitted up to a stop condition (stop token, max_new_tokens,
 // full context, the callback), the context is rolled back to the history minus its last token,
-// the drafter is told, and the statistics count the step. Also abandon_step: the roll-back when
-// a step fails between scoring and commit.
+// the drafter is told, and the statistics count the step.
 #pragma once
 
 #include <algorithm>
@@ -13,24 +12,13 @@
 
 #include "specdec/concepts/language_model.hpp"
 #include "specdec/concepts/tree_language_model.hpp"
+#include "specdec/decode/abandon.hpp"
 #include "specdec/decode/options.hpp"
 #include "specdec/decode/sequence_state.hpp"
 #include "specdec/tree/tree_fallback.hpp"
 #include "specdec/types.hpp"
 
 namespace specdec {
-
-/// After a scored step failed (verification threw, or the tree commit did): puts the model back
-/// at the history minus its last token, as before the step.
-template <LanguageModel Model>
-void abandon_step(sequence_state& s, Model& model) {
-  const std::size_t before = s.history_before - 1;
-  if constexpr (TreeLanguageModel<Model>) {
-    if (s.tree_step && static_cast<std::size_t>(model.size()) == before)
-      model.commit(std::span<const std::int32_t>());  // drop the pending tree
-  }
-  if (static_cast<std::size_t>(model.size()) > before) model.truncate(before);
-}
 
 namespace detail {
 
@@ -67,10 +55,12 @@ void count_step(sequence_state& s, Draft& drafter, std::size_t accepted,
  * step emitted. If the callback throws, the model is rolled back to the tokens emitted so far,
  * the run ends (stop_reason::callback), the step is counted in the statistics and the exception
  * propagates. If the drafter's accept throws, the step is committed and counted and the
- * exception propagates.
+ * exception propagates. s must expect commit_phase (after a verify_phase that succeeded), else
+ * std::logic_error and nothing changes; afterwards it expects draft_phase (if not done).
  */
 template <LanguageModel Model, class Draft>
 step_result commit_phase(sequence_state& s, Model& model, Draft& drafter) {
+  s.require_phase(step_phase::commit, "commit_phase");
   const auto t0 = detail::decode_clock::now();
   const std::size_t h = s.history_before;
   if (s.tree_step) {
@@ -111,12 +101,14 @@ step_result commit_phase(sequence_state& s, Model& model, Draft& drafter) {
     }
   } catch (...) {
     model.truncate(s.history.size() - 1);
+    s.expects = step_phase::draft;
     s.done = true;
     s.reason = stop_reason::callback;
     detail::count_step(s, drafter, accepted, t0);
     throw;
   }
   model.truncate(s.history.size() - 1);
+  s.expects = step_phase::draft;
   const std::span<const token_id> emitted(s.history.data() + h, s.history.size() - h);
 
   detail::count_step(s, drafter, accepted, t0);

@@ -31,15 +31,18 @@ inline void check_draft_token(const sequence_state& s, token_id t) {
 }
 
 /// The deepest level of `shape` (a tree's branching factors) that a tree drafted to it fits in
-/// `max_rows` rows, root included: at most `depth`, 0 when max_rows <= 1, never past a factor
-/// of 0. O(depth).
+/// `max_rows` rows, root included, and `max_leaves` leaves: at most `depth`, 0 when max_rows
+/// <= 1, never past a factor of 0. O(depth).
 inline std::size_t depth_within(std::span<const std::size_t> shape, std::size_t depth,
-                                std::size_t max_rows) noexcept {
+                                std::size_t max_rows,
+                                std::size_t max_leaves = static_cast<std::size_t>(-1)) noexcept {
   if (max_rows <= 1) return 0;
   std::size_t fit = 0, rows = 1, width = 1;
   for (; fit < depth; ++fit) {
-    // A factor of 0 ends the shape; width * shape[fit] more rows must fit.
-    if (shape[fit] == 0 || shape[fit] > (max_rows - rows) / width) break;
+    // A factor of 0 ends the shape; width * shape[fit] more rows (and leaves) must fit.
+    if (shape[fit] == 0 || shape[fit] > (max_rows - rows) / width ||
+        shape[fit] > max_leaves / width)
+      break;
     width *= shape[fit];
     rows += width;
   }
@@ -189,33 +192,43 @@ inline void reserve_verdict(sequence_state& s, std::size_t bound,
  * Drafts this step of s (a running sequence) with `drafter`, at most `max_k` draft positions
  * (the batch decoder's K policy; the options' K or tree otherwise) and at most `max_rows` rows
  * to score (the batch model's max_batch_tokens(); the last token's row is scored even when it
- * is 0). A tree's depth is cut to the levels whose full shape fits all three bounds: those
- * rows, the room the target's max_size() leaves (the context plus every node of the tree, see
- * TreeLanguageModel) and max_tree_nodes. Afterwards
- * s.score_tokens() / s.score_parents() say what to score and s.logits has room for the rows.
- * Throws std::invalid_argument for a draft that breaks the Drafter or TreeDrafter contract (see
+ * is 0). A tree's depth is cut to the levels whose full shape fits every bound: those rows, the
+ * room the target's max_size() leaves (the context plus every node of the tree, see
+ * TreeLanguageModel), the model's max_tree_size() and max_tree_leaves(), and max_tree_nodes. A
+ * tree that comes back as its root alone (the drafter had nothing to draft, whatever its draw)
+ * is a plain step: the last token's row alone, as a chain of no drafts. Afterwards
+ * s.score_tokens() / s.score_parents() say what to score, s.logits has room for the rows and s
+ * expects the verify phase.
+ * Throws std::logic_error when s is done or expects another phase (phase_name), and
+ * std::invalid_argument for a draft that breaks the Drafter or TreeDrafter contract (see
  * check_tree_draft; a chain: a token out of the vocabulary, q rows of the wrong shape); whatever
- * the drafter throws propagates. The model is not touched either way.
+ * the drafter throws propagates. The model is not touched either way, and s still expects a
+ * draft.
  */
 template <class Draft>
 void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_cast<std::size_t>(-1),
                  std::size_t max_rows = static_cast<std::size_t>(-1)) {
+  if (s.done)
+    throw std::logic_error("draft_phase: the sequence is done (" +
+                           std::string(s.history.empty() ? "never started" : "finished") +
+                           "); start_sequence begins a new generation");
+  s.require_phase(step_phase::draft, "draft_phase");
   const auto t0 = detail::decode_clock::now();
   detail::reserve_generation(s, drafter);
-  if (detail::replan_due(s)) detail::replan(s, TreeDrafter<Draft>);
+  if (detail::replan_due(s)) detail::replan(s);
   const std::size_t v = s.vocab;
   std::size_t bound = 0;                  // the most positions this step may draft
   std::span<const std::size_t> shape_in;  // and, for a tree, its shape
   s.history_before = s.history.size();
   s.tree_step = false;
-  if constexpr (TreeDrafter<Draft>) s.tree_step = !s.options.tree.empty();
+  if constexpr (TreeDrafter<Draft>) s.tree_step = s.can_tree && !s.options.tree.empty();
   if (s.tree_step) {
     if constexpr (TreeDrafter<Draft>) {
       // The model holds history.size() - 1 tokens; a tree's nodes are pending on top of them.
       const std::size_t room = s.capacity - (s.history.size() - 1);
-      const std::size_t depth =
-          detail::depth_within(s.options.tree, std::min({s.options.tree.size(), s.draft_budget(), max_k}),
-                       std::min({max_rows, room, max_tree_nodes}));
+      const std::size_t depth = detail::depth_within(
+          s.options.tree, std::min({s.options.tree.size(), s.draft_budget(), max_k}),
+          std::min({max_rows, room, max_tree_nodes, s.tree_rows}), s.tree_leaves);
       const auto shape = std::span<const std::size_t>(s.options.tree).first(depth);
       bound = depth;
       shape_in = shape;
@@ -223,14 +236,16 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
       // Room for the full shape's nodes: a drafter building the tree in place
       // (token_tree::assign) allocates nothing once a step of this shape was seen.
       td.tree.reserve(shape_nodes(shape) + 1);
-      if (depth > 0) {
+      if (depth > 0)
         drafter.propose_tree(s.history, shape, s.draft_sampling, s.gen, s.options.tree_draw, td);
-      } else {
+      if (depth == 0 || td.tree.size() == 1) {
+        // Nothing drafted (no room, or the root alone, whatever its draw and q): a plain step,
+        // the last token's row alone. td.q keeps its storage; a deterministic draw reads none.
         td.tree.reset(s.history.back());
-        td.q.resize(0, static_cast<Eigen::Index>(v));
         td.draw = candidate_draw::deterministic;
+      } else {
+        detail::check_tree_draft(s, shape);
       }
-      detail::check_tree_draft(s, shape);
       s.positions = td.tree.max_depth();
       s.nodes = td.tree.size() - 1;
     }
@@ -263,6 +278,7 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
   s.logits.resize(s.score_tokens().size() * v);
   detail::reserve_verdict(s, bound, shape_in);
   s.draft_seconds = detail::seconds_between(t0, detail::decode_clock::now());
+  s.expects = step_phase::verify;
 }
 
 }  // namespace specdec

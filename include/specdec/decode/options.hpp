@@ -127,14 +127,34 @@ struct step_result {
   bool done = false;
 };
 
+/// Whether a re-planning of a generation with options `o` may plan a tree: it re-plans
+/// (replan.every > 0), not chains_only, not block verification, and the pipeline can run a tree
+/// (`can_tree`, see trees_possible). O(1).
+inline bool replan_may_tree(const generate_options& o, bool can_tree) noexcept {
+  return can_tree && o.replan.every > 0 && !o.replan.chains_only &&
+         o.verification != chain_verification::block;
+}
+
+/**
+ * Whether a step of a generation with options `o` may be a tree: the pipeline can run one
+ * (`can_tree`: a TreeDrafter, and a model that scores trees; the single-sequence decoder scores
+ * them on any model, the batch decoder on a BatchTreeLanguageModel) and the options ask for one
+ * (o.tree) or a re-planning may plan one (replan_may_tree). The one predicate that validation
+ * and re-planning read. O(1).
+ */
+inline bool trees_possible(const generate_options& o, bool can_tree) noexcept {
+  return can_tree && (!o.tree.empty() || replan_may_tree(o, can_tree));
+}
+
 /**
  * Checks a prompt and options before anything runs: the prompt is non-empty, inside [0, vocab)
- * and at most max_size tokens; every option in range (trees only for a drafter that drafts them,
- * block verification only for chains, a positive finite re-planning cost curve). Throws
+ * and at most max_size tokens; every option in range (trees only where the pipeline can run them,
+ * `can_tree`; block verification only for chains; a positive finite re-planning cost curve), and
+ * what a re-planned shape may later use (tree_draw, whenever trees_possible). Throws
  * std::invalid_argument naming the field and the value.
  */
 inline void validate_options(std::span<const token_id> prompt, const generate_options& o,
-                             std::size_t v, std::size_t cap, bool tree_drafter) {
+                             std::size_t v, std::size_t cap, bool can_tree) {
   if (prompt.empty()) throw std::invalid_argument("prompt: must not be empty");
   for (std::size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || static_cast<std::size_t>(prompt[i]) >= v)
@@ -160,21 +180,28 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
           "finite, got " + std::to_string(t));
   }
   if (!o.tree.empty()) {
-    if (!tree_drafter) {
+    if (!can_tree) {
       throw std::invalid_argument(
-          "generate_options.tree: this drafter cannot draft trees (it does not model "
-          "specdec::TreeDrafter)");
+          "generate_options.tree: this pipeline cannot run trees (the drafter does not model "
+          "specdec::TreeDrafter, or the batch model does not model "
+          "specdec::BatchTreeLanguageModel)");
     }
     check_tree_shape(o.tree, "generate_options.tree");  // factors >= 1, at most max_tree_nodes
-    if (o.tree_draw == candidate_draw::deterministic)
-      throw std::invalid_argument(
-          "generate_options.tree_draw: must be iid or without_replacement (deterministic "
-          "drafters say so themselves)");
     if (o.verification == chain_verification::block)
       throw std::invalid_argument(
           "generate_options.verification: block verification applies to a chain; a tree is "
           "verified by multi-candidate speculative sampling (leave verification = token)");
   }
+  if (trees_possible(o, can_tree) && o.tree_draw != candidate_draw::iid &&
+      o.tree_draw != candidate_draw::without_replacement)
+    throw std::invalid_argument(
+        std::string("generate_options.tree_draw: must be iid or without_replacement ") +
+        (o.tree.empty() ? "(re-planning may plan a tree; set replan.chains_only for chains) "
+                        : "") +
+        "(deterministic drafters say so themselves)");
+  if (o.replan.every > 0 && o.replan.min_samples == 0)
+    throw std::invalid_argument(
+        "generate_options.replan.min_samples: must be >= 1 (a rate needs a judged candidate)");
   if (o.replan.explore && o.replan.every == 0)
     throw std::invalid_argument("generate_options.replan.explore: needs replan.every >= 1");
   if (o.replan.explore && (!(o.replan.optimism > 0.0) || !std::isfinite(o.replan.optimism)))

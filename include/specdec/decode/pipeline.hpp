@@ -115,17 +115,24 @@ void check_drafter_for(const Model& model, Draft& drafter) {
 
 /**
  * The pipeline of one sequence whose context lives in `Model` (a LanguageModel: the target, or
- * one sequence of a batch model). Holds references: the model and drafter must outlive it.
- * Not thread-safe.
+ * one sequence of a batch model). `model_scores_trees`: whoever scores this sequence's rows can
+ * score a tree (the single-sequence decoder always can, through the path-by-path fallback; the
+ * batch decoder when its model is a BatchTreeLanguageModel). Holds references: the model and
+ * drafter must outlive it. Not thread-safe.
  */
 template <class Model, class Draft>
 class sequence_pipeline {
  public:
-  sequence_pipeline(Model& model, Draft& drafter) : model_(model), drafter_(drafter) {}
+  sequence_pipeline(Model& model, Draft& drafter, bool model_scores_trees = true)
+      : model_(model), drafter_(drafter), model_scores_trees_(model_scores_trees) {}
+
+  /// Whether a step of this pipeline can be a tree: a TreeDrafter, and a model that scores
+  /// trees. What validation and re-planning read (trees_possible).
+  bool can_tree() const noexcept { return TreeDrafter<Draft> && model_scores_trees_; }
 
   /// decode/start.hpp: validate, reset, feed the prompt.
   void start(std::span<const token_id> prompt, const generate_options& options) {
-    start_sequence(state_, model_, drafter_, prompt, options, TreeDrafter<Draft>);
+    start_sequence(state_, model_, drafter_, prompt, options, can_tree());
   }
   /// Phase 1 (decode/draft_phase.hpp), with at most max_k draft positions and max_rows rows.
   void draft(std::size_t max_k = static_cast<std::size_t>(-1),
@@ -160,6 +167,7 @@ class sequence_pipeline {
  private:
   Model& model_;
   Draft& drafter_;
+  bool model_scores_trees_;
   sequence_state state_;
 };
 

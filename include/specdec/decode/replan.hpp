@@ -28,14 +28,14 @@ inline void halve_rank_counts(decode_stats& m) noexcept {
  * cells; with it, it first counts the target calls since the last plan toward replan.half_life
  * (halving the counts once per half-life) and plans from acceptance_profile::optimistic. Either
  * way a drafting plan must be predicted replan.min_gain faster than plain decoding.
- * Reads only committed steps' counts, never the step about to be drafted. `can_tree`: the
- * drafter drafts trees. O(plan_tree's search) for trees, O(max_depth) for chains.
+ * Reads only committed steps' counts, never the step about to be drafted. Plans trees only
+ * where replan_may_tree(s.options, s.can_tree) says the pipeline can run them, of at most the
+ * model's max_tree_size() nodes. O(plan_tree's search) for trees, O(max_depth) for chains.
  */
-inline void replan(sequence_state& s, bool can_tree) {
+inline void replan(sequence_state& s) {
   constexpr std::size_t max_width = 8;  // children per tree node a plan may give (plan_tree's)
   const auto& r = s.options.replan;
-  const bool chains =
-      r.chains_only || s.options.verification == chain_verification::block || !can_tree;
+  const bool chains = !replan_may_tree(s.options, s.can_tree);
   acceptance_profile profile;
   if (r.explore) {
     if (s.stats.target_calls > 0) s.measured_calls += r.every;  // a due plan: `every` calls on
@@ -51,7 +51,8 @@ inline void replan(sequence_state& s, bool can_tree) {
     if (profile.rate.empty()) return;  // too few steps measured yet: keep the shape in force
   }
   s.plan = chains ? plan_chain(profile, r.cost, std::min(r.max_nodes, r.max_depth), r.min_gain)
-                  : plan_tree(profile, r.cost, r.max_nodes, r.max_depth, max_width, r.min_gain);
+                  : plan_tree(profile, r.cost, std::min(r.max_nodes, s.tree_rows > 0 ? s.tree_rows - 1 : 0),
+                              r.max_depth, max_width, r.min_gain);
   const bool chain = std::all_of(s.plan.branching.begin(), s.plan.branching.end(),
                                  [](std::size_t k) { return k == 1; });
   if (chain) {

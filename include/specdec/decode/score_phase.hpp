@@ -11,15 +11,23 @@
 
 namespace specdec {
 
-/// Writes s's rows with `model`. The model contract: a throwing call changes nothing, and the
-/// exception propagates (s stays at the start of the step; the drafter re-synchronises).
+/// Writes s's rows with `model`. s must expect the verify phase (std::logic_error otherwise,
+/// nothing done). The model contract: a throwing call changes nothing, and the exception
+/// propagates with s back at the start of the step, expecting draft_phase (the drafter
+/// re-synchronises).
 template <LanguageModel Model>
 void score_phase(sequence_state& s, Model& model) {
+  s.require_phase(step_phase::verify, "score_phase");
   const auto t0 = detail::decode_clock::now();
-  if (s.tree_step) {
-    evaluate_tree(model, s.tree.tree, s.score_logits(), s.tree_eval_ws);
-  } else {
-    model.append(std::span<const token_id>(s.feed), s.score_logits());
+  try {
+    if (s.tree_step) {
+      evaluate_tree(model, s.tree.tree, s.score_logits(), s.tree_eval_ws);
+    } else {
+      model.append(std::span<const token_id>(s.feed), s.score_logits());
+    }
+  } catch (...) {
+    s.expects = step_phase::draft;
+    throw;
   }
   s.target_seconds = detail::seconds_between(t0, detail::decode_clock::now());
 }

@@ -11,6 +11,8 @@
 #include <limits>
 #include <memory>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "specdec/concepts/drafter.hpp"
@@ -66,6 +68,30 @@ class row_buffer {
 
 }  // namespace detail
 
+/// The phase a sequence expects next (sequence_state::expects). Each phase of decode/ checks it
+/// and throws std::logic_error naming the expected phase when called out of order.
+enum class step_phase {
+  draft,    ///< between steps: draft_phase (or start_sequence)
+  verify,   ///< drafted: score_phase (or the engine's own call writing the rows), then verify_phase
+  commit,   ///< verified: commit_phase (or abandon_step)
+  abandon,  ///< verification threw: abandon_step (the rows may be half processed)
+};
+
+/// The name of the function that runs phase `p`, for error messages.
+constexpr const char* phase_name(step_phase p) noexcept {
+  switch (p) {
+    case step_phase::draft:
+      return "draft_phase";
+    case step_phase::verify:
+      return "score_phase or verify_phase";
+    case step_phase::commit:
+      return "commit_phase";
+    case step_phase::abandon:
+      return "abandon_step";
+  }
+  return "?";
+}
+
 /**
  * One sequence's generation state, and the object the step's phases work on: an engine with its
  * own scheduler holds one per sequence and calls, per step,
@@ -81,7 +107,10 @@ class row_buffer {
  * @endcode
  *
  * which is what speculative_decoder (one sequence) and batch_decoder (one scored call for all
- * sequences between their draft and verify phases) do. Invariant between steps (while !done):
+ * sequences between their draft and verify phases) do. `expects` records where the step stands;
+ * a phase called out of order (commit_phase twice, verify_phase after a verify_phase that threw,
+ * draft_phase on a finished sequence) throws std::logic_error and changes nothing. Invariant
+ * between steps (while !done):
  * the model's context holds `history` minus its last token. The fields below the step's marker
  * belong to the step in flight and are meaningful between the phase that fills them and the
  * next step. Not thread-safe; one per sequence.
@@ -99,6 +128,13 @@ struct sequence_state {
   stop_reason reason = stop_reason::max_new_tokens;
   std::size_t vocab = 0;
   std::size_t capacity = std::numeric_limits<std::size_t>::max();  ///< the model's max_size
+  /// What the pipeline can run (set by start_sequence): a tree step needs a TreeDrafter and a
+  /// model that scores trees (see trees_possible); a tree is at most tree_rows nodes (root
+  /// included) and tree_leaves leaves (the model's max_tree_size() and max_tree_leaves()).
+  bool can_tree = false;
+  std::size_t tree_rows = std::numeric_limits<std::size_t>::max();
+  std::size_t tree_leaves = std::numeric_limits<std::size_t>::max();
+  step_phase expects = step_phase::draft;  ///< the phase the sequence expects next
   std::size_t draft_calls_at_start = 0;
   // Re-planning (generate_options::replan): the shape in force and what it was planned from.
   tree_plan plan;
@@ -159,6 +195,13 @@ struct sequence_state {
   }
   /// Where the score phase writes its rows: score_tokens().size() x vocab floats.
   std::span<float> score_logits() noexcept { return logits; }
+
+  /// Throws std::logic_error, naming `who` and the phase s expects, unless s expects `p`.
+  void require_phase(step_phase p, const char* who) const {
+    if (expects != p)
+      throw std::logic_error(std::string(who) + ": called out of order; the sequence expects " +
+                             phase_name(expects) + " next");
+  }
 
   /// Marks the run done when a limit is reached (after emitting `t`, if given).
   void update_done(token_id t = -1) {

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "specdec/concepts/language_model.hpp"
+#include "specdec/concepts/tree_language_model.hpp"
 #include "specdec/concepts/tree_drafter.hpp"
+#include "specdec/decode/abandon.hpp"
 #include "specdec/decode/options.hpp"
 #include "specdec/decode/replan.hpp"
 #include "specdec/decode/sequence_state.hpp"
@@ -71,6 +73,11 @@ std::size_t reusable_prefix(const sequence_state& s, const Model& model,
  * prefill() computes none, and any other model is fed in appends of prefill_chunk_tokens(V)
  * tokens into a scratch freed on return. Nothing proportional to the prompt stays allocated
  * (s.logits is sized by the steps, not by the prompt).
+ *
+ * `can_tree`: whether the pipeline can run a tree step (a TreeDrafter and a model that scores
+ * trees; trees_possible). A step in flight (verified, or whose verification threw) is abandoned
+ * first; a step only drafted needs nothing undone (its rows, if the engine scored them, are
+ * dropped with the rest of the context past the kept prefix).
  */
 template <class Model, class Draft>
 void start_sequence(sequence_state& s, Model& model, Draft& drafter,
@@ -91,12 +98,17 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
     end_in_progress();
     throw;
   }
+  if (s.expects == step_phase::commit || s.expects == step_phase::abandon) abandon_step(s, model);
+  s.expects = step_phase::draft;
   end_in_progress();  // from here on, an exception leaves s done
   const auto t0 = detail::decode_clock::now();
   const std::size_t keep = options.reuse_prefix ? detail::reusable_prefix(s, model, prompt) : 0;
   std::vector<token_id> fresh(prompt.begin(), prompt.end());  // `prompt` may view history
   s.vocab = vocab;
   s.capacity = capacity;
+  s.can_tree = can_tree;
+  s.tree_rows = max_tree_size_of(model);
+  s.tree_leaves = max_tree_leaves_of(model);
   s.options = options;
   s.draft_sampling = options.sampling;
   if (options.draft_temperature && !options.sampling.greedy())
@@ -104,7 +116,7 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
   s.gen.reseed(options.sampling.seed);
   s.stats = decode_stats{};
   s.plan = tree_plan{};
-  if (s.options.replan.every > 0 && !s.measured.offered_at_rank.empty()) detail::replan(s, can_tree);
+  if (s.options.replan.every > 0 && !s.measured.offered_at_rank.empty()) detail::replan(s);
   s.history.swap(fresh);
   s.prompt_size = s.history.size();
   if constexpr (requires { drafter.model_calls(); }) s.draft_calls_at_start = drafter.model_calls();

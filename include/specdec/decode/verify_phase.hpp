@@ -1,7 +1,8 @@
 // specdec/decode/verify_phase.hpp - phase 3 of a step: judge the drafts against the target's rows
 // with the existing verifiers (verify_rejection, which is exact match when greedy; verify_block;
 // verify_tree for trees) and keep the verdict: the accepted drafts and the target's own token.
-// A row processor (sampling_params::processor) rewrites each row first, given its prefix.
+// A row processor (sampling_params::processor) rewrites each row the verifier reads, given its
+// prefix, just before it is read.
 #pragma once
 
 #include <cstddef>
@@ -19,36 +20,51 @@ namespace specdec {
 
 namespace detail {
 
-/// Rewrites every row the target scored this step with s.options.sampling.processor, each given
-/// the tokens it follows: the history, then (chain) the drafts before it or (tree) the path to
-/// its node. Nothing when there is no processor. O(rows x (V + depth)) plus the processor's cost.
-inline void process_target_rows(sequence_state& s) {
-  const row_processor& processor = s.options.sampling.processor;
-  if (!processor) return;
-  const std::size_t v = s.vocab;
-  s.prefixes.begin(s.history);
-  if (s.tree_step) {
-    const token_tree& tree = s.tree.tree;
-    for (std::size_t node = 0; node < tree.size(); ++node)
-      processor(s.prefixes.then_path(tree.tokens(), tree.parents(), node),
-                std::span<float>(s.logits.data() + node * v, v));
-  } else {
-    const std::span<const token_id> drafts(s.chain.tokens.data(), s.positions);
-    const std::span<const token_id> all = s.prefixes.then(drafts);
-    for (std::size_t i = 0; i <= s.positions; ++i)
-      processor(all.first(s.history.size() + i), std::span<float>(s.logits.data() + i * v, v));
+/**
+ * The verifiers' row hook of a step of s: rewrites row i (a chain's position i, a tree's node
+ * i) with s.options.sampling.processor, given the tokens it follows (the history, then the
+ * drafts before it or the path to its node), when the verifier first reads it. Rows no verifier
+ * reads are never processed, so a processor that fails on a prefix only a rejected draft
+ * reaches fails nothing. O(V + depth) per row read, plus the processor's cost.
+ */
+class process_on_read {
+ public:
+  explicit process_on_read(sequence_state& s) : s_(s) {
+    if (s.options.sampling.processor) s.prefixes.begin(s.history);  // O(history), once a step
   }
-}
+  void operator()(std::size_t i) {
+    const row_processor& processor = s_.options.sampling.processor;
+    if (!processor) return;
+    const std::size_t v = s_.vocab;
+    const std::span<float> row(s_.logits.data() + i * v, v);
+    if (s_.tree_step) {
+      const token_tree& tree = s_.tree.tree;
+      processor(s_.prefixes.then_path(tree.tokens(), tree.parents(), i), row);
+    } else {
+      const std::span<const token_id> drafts(s_.chain.tokens.data(), i);
+      processor(s_.prefixes.then(drafts), row);
+    }
+  }
+
+ private:
+  sequence_state& s_;
+};
 
 }  // namespace detail
 
-/// Fills s.accepted and s.next (and s.path for a tree) from s.logits, after the row processor
-/// (if any) has rewritten them in place. Throws what the processor throws, or what the verifier
-/// throws (std::domain_error for NaN or +inf logits); the caller then abandons the step
-/// (commit_phase.hpp's abandon_step).
+/**
+ * Fills s.accepted and s.next (and s.path for a tree) from s.logits; the row processor (if any)
+ * rewrites each row in place when the verifier first reads it (rows it never reads stay as the
+ * target wrote them). s must expect the verify phase (after draft_phase, and the rows written);
+ * it then expects commit_phase. Throws std::logic_error out of order (nothing changes); what the
+ * processor throws, or what the verifier throws (std::domain_error for NaN or +inf logits), after
+ * which s expects abandon_step (commit_phase.hpp's neighbour decode/abandon.hpp).
+ */
 inline void verify_phase(sequence_state& s) {
+  s.require_phase(step_phase::verify, "verify_phase");
+  s.expects = step_phase::abandon;  // until the verdict is complete
   const auto t0 = detail::decode_clock::now();
-  detail::process_target_rows(s);
+  detail::process_on_read on_read(s);
   const auto v = static_cast<Eigen::Index>(s.vocab);
   if (s.tree_step) {
     const token_tree& tree = s.tree.tree;
@@ -56,7 +72,7 @@ inline void verify_phase(sequence_state& s) {
     const logits_view rows(s.logits.data(), static_cast<Eigen::Index>(tree.size()), v);
     const logits_view q(s.tree.q.data(), sampled_q ? s.tree.q.rows() : 0, v);
     verify_tree(tree, rows, q, s.tree.draw, s.options.sampling, s.gen, s.tree_verify_ws,
-                s.tree_verdict);
+                s.tree_verdict, on_read);
     s.path.assign(1, 0);
     s.path.insert(s.path.end(), s.tree_verdict.accepted.begin(), s.tree_verdict.accepted.end());
     s.accepted.clear();
@@ -72,13 +88,14 @@ inline void verify_phase(sequence_state& s) {
     // Exact-match verification when greedy (verify_rejection delegates to verify_greedy).
     const verify_result verdict =
         s.options.verification == chain_verification::block
-            ? verify_block(rows, drafts, q, s.options.sampling, s.gen, s.block_ws)
-            : verify_rejection(rows, drafts, q, s.options.sampling, s.gen, s.verify_ws);
+            ? verify_block(rows, drafts, q, s.options.sampling, s.gen, s.block_ws, on_read)
+            : verify_rejection(rows, drafts, q, s.options.sampling, s.gen, s.verify_ws, on_read);
     s.accepted.assign(s.chain.tokens.begin(),
                       s.chain.tokens.begin() + static_cast<std::ptrdiff_t>(verdict.accepted));
     s.next = verdict.next;
   }
   s.verify_seconds = detail::seconds_between(t0, detail::decode_clock::now());
+  s.expects = step_phase::commit;
 }
 
 }  // namespace specdec

@@ -128,8 +128,9 @@ class eagle_drafter {
       step_rows(std::span<const token_id>(&t, 1), std::span<const std::size_t>(&j, 1));
       f_.swap(next_);
       if (j > 0 && sp.processor) prefixes_.push(t);
-      const std::span<const float> row = detail::processed_row(
+      const std::span<const float> row = detail::draft_row(
           sp.processor, prefixes_.view(), std::span<const float>(logits_.data(), v), processed_);
+      if (row.empty()) break;  // the processor's dead end: nothing to draft past it
       if (top) {
         t = argmax(row);
       } else {
@@ -225,12 +226,16 @@ class eagle_drafter {
         q_rows_.conservativeResize(q_used_, static_cast<Eigen::Index>(v));
       for (Eigen::Index r = 0; r < b && (top || drafted < budget); ++r) {
         const std::size_t node = expanded_[static_cast<std::size_t>(r)];
-        const std::span<const float> row = detail::processed_row(
+        const std::span<const float> row = detail::draft_row(
             sp.processor,
             sp.processor ? node_prefix(node) : std::span<const token_id>(),
             std::span<const float>(logits_.row(r).data(), v), processed_);
         nodes_[node].q_row = first_q + r;
         std::span<float> p(q_rows_.row(first_q + r).data(), v);
+        if (row.empty()) {  // the processor's dead end: no children (a q row nobody reads)
+          std::fill(p.begin(), p.end(), 0.0f);
+          continue;
+        }
         std::size_t count = branching[j];
         if (top) {
           softmax(row, p);

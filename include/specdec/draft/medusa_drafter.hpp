@@ -198,9 +198,10 @@ class medusa_drafter {
     if (sp.processor) prefixes_.begin(history);  // + the drafts, one by one
     for (std::size_t j = 0; j < n; ++j) {
       if (j > 0 && sp.processor) prefixes_.push(out.tokens.back());
-      const std::span<const float> row = detail::processed_row(
+      const std::span<const float> row = detail::draft_row(
           sp.processor, prefixes_.view(),
           std::span<const float>(logits_.row(static_cast<Eigen::Index>(j)).data(), v), processed_);
+      if (row.empty()) break;  // the processor's dead end: nothing to draft past it
       if (top) {
         out.tokens.push_back(argmax(row));
       } else {
@@ -301,10 +302,14 @@ class medusa_drafter {
         // Row of q_ the children are drawn from: the depth's, or (processed) the parent's own.
         const auto q_row = static_cast<Eigen::Index>(per_parent ? parent : j);
         if (per_parent) {
-          const std::span<const float> row = detail::processed_row(
+          const std::span<const float> row = detail::draft_row(
               sp.processor, prefixes_.then_path(tokens_, parents_, static_cast<std::size_t>(parent)),
               std::span<const float>(logits_.row(static_cast<Eigen::Index>(j)).data(), v),
               processed_);
+          if (row.empty()) {  // the processor's dead end: this parent gets no children
+            drawn_.clear();
+            continue;
+          }
           if (top) detail::top_tokens(row, branching[j], drawn_);
           else warp(row, sp, std::span<float>(q_.row(q_row).data(), v), ws_);
         }

@@ -71,7 +71,8 @@ struct model_drafter_options {
  * a model whose size is no longer what the drafter left in it was used by someone else (it is
  * the target, or another drafter's), and propose throws std::logic_error without touching it.
  * A row processor (sampling_params::processor) rewrites each draft row before it is warped or
- * its argmax taken, given the history and the drafts before it (a copy: the cache's rows stay).
+ * its argmax taken, given the history and the drafts before it (a copy: the cache's rows stay);
+ * where it throws a std::exception, the draft ends before that row (detail::draft_row).
  * Cost per propose: one append of the tokens the history gained, then k - 1 single-token appends.
  * When the history gained more than refeed_rows tokens (a new prompt), all but the last go
  * through specdec::prefill (no logits; the model's prefill() when it has one) and the last
@@ -155,9 +156,10 @@ class model_drafter {
     if (!sp.greedy()) out.q.resize(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(v));
     if (sp.processor) prefixes_.begin(history);  // + the drafts, one by one
     for (std::size_t j = 0; j < k; ++j) {
-      const std::span<const float> last = detail::processed_row(
+      const std::span<const float> last = detail::draft_row(
           sp.processor, prefixes_.view(),
           std::span<const float>(logits_.data() + logits_.size() - v, v), processed_);
+      if (last.empty()) break;  // the processor's dead end: nothing to draft past it
       token_id t;
       if (sp.greedy()) {
         if (options_.p_min > 0.0f && top_probability(last) < options_.p_min) break;
@@ -173,7 +175,7 @@ class model_drafter {
       if (sp.processor) prefixes_.push(t);
       if (j + 1 < k) feed(std::span<const token_id>(&out.tokens.back(), 1));
     }
-    if (!sp.greedy() && out.tokens.size() < k)  // stopped by p_min: q keeps the drafted rows
+    if (!sp.greedy() && out.tokens.size() < k)  // stopped early: q keeps the drafted rows
       out.q.conservativeResize(static_cast<Eigen::Index>(out.tokens.size()),
                                static_cast<Eigen::Index>(v));
   }
@@ -213,11 +215,15 @@ class model_drafter {
       if (!sp.greedy()) out.q.conservativeResize(static_cast<Eigen::Index>(tree_.size()),
                                                   static_cast<Eigen::Index>(v));
       for (std::size_t node = level_begin; node < level_end; ++node) {
-        const std::span<const float> row = detail::processed_row(
+        const std::span<const float> row = detail::draft_row(
             sp.processor,
             sp.processor ? prefixes_.then_path(tokens_, parents_, node)
                          : std::span<const token_id>(),
             std::span<const float>(logits_.data() + node * v, v), processed_);
+        if (row.empty()) {  // the processor's dead end: no children (a q row nobody reads)
+          if (!sp.greedy()) out.q.row(static_cast<Eigen::Index>(node)).setZero();
+          continue;
+        }
         if (sp.greedy()) {
           detail::top_tokens(row, branching[d], children_);
         } else {

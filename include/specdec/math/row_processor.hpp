@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <span>
 #include <vector>
@@ -34,11 +35,13 @@ namespace specdec {
  * that must not be copied in std::ref. An exception from it propagates out of the step, which is
  * abandoned as for a failed model call.
  *
- * Who applies it: the decoders, to every row of the target they verify with (and so to plain
- * decoding, which runs the same pipeline); the drafters that sample from rows of their own
- * (model_drafter, medusa_drafter, eagle_drafter), to those rows. Functions that take rows alone
- * (warp, sample, verify_rejection, verify_block, verify_tree) do not apply it: they are given
- * rows already processed.
+ * Who applies it: the decoders, to each row of the target when a verifier first reads it (and
+ * so to plain decoding, which runs the same pipeline; rows past a rejection are never
+ * processed); the drafters that sample from rows of their own (model_drafter, medusa_drafter,
+ * eagle_drafter), to those rows, where an exception derived from std::exception ends the draft
+ * at that prefix instead of the step (detail::draft_row). Functions that take rows alone (warp,
+ * sample, verify_rejection, verify_block, verify_tree) do not apply it: they are given rows
+ * already processed (a verifier's row hook, verify/row_hook.hpp, is where the decoders do).
  */
 using row_processor =
     std::function<void(std::span<const token_id> prefix, std::span<float> logits)>;
@@ -117,6 +120,24 @@ inline std::span<const float> processed_row(const row_processor& processor,
   scratch.assign(row.begin(), row.end());
   processor(prefix, std::span<float>(scratch));
   return scratch;
+}
+
+/**
+ * processed_row for a row a drafter drafts from: that row, or an empty span when the processor
+ * throws a std::exception for this prefix (a dead end, such as a grammar that allows nothing
+ * after it). The drafter then drafts nothing past the prefix: no verifier reads the target's
+ * row for a prefix that was not drafted, except the history's own, where the processor runs
+ * again and its error surfaces exactly as in plain decoding. Any other exception (an engine's
+ * cancellation) propagates.
+ */
+inline std::span<const float> draft_row(const row_processor& processor,
+                                        std::span<const token_id> prefix,
+                                        std::span<const float> row, std::vector<float>& scratch) {
+  try {
+    return processed_row(processor, prefix, row, scratch);
+  } catch (const std::exception&) {
+    return {};
+  }
 }
 
 }  // namespace detail

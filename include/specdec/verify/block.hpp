@@ -19,6 +19,7 @@
 #include "specdec/verify/greedy.hpp"
 #include "specdec/verify/rejection.hpp"
 #include "specdec/verify/result.hpp"
+#include "specdec/verify/row_hook.hpp"
 
 namespace specdec {
 
@@ -59,11 +60,13 @@ struct block_workspace {
  * max pass and an exp pass, otherwise a warp; plus one pass over q's row, and the last row once
  * more when every draft is kept. Token-wise verification reads p(x) alone on its fast paths. Throws
  * std::invalid_argument for a draft token outside [0, V), for q(x) = 0, or for mismatched shapes;
- * std::domain_error for NaN or +inf logits.
+ * std::domain_error for NaN or +inf logits. Rows past the scan's end (a weight of 0) are not
+ * read; `on_read(i)` is called before row i is first read (row_hook.hpp).
  */
-inline verify_result verify_block(logits_view target, std::span<const token_id> drafts,
-                                  logits_view q, const sampling_params& sp, rng& gen,
-                                  block_workspace& ws) {
+template <class RowHook = no_row_hook>
+verify_result verify_block(logits_view target, std::span<const token_id> drafts, logits_view q,
+                           const sampling_params& sp, rng& gen, block_workspace& ws,
+                           RowHook&& on_read = {}) {
   const std::size_t n = drafts.size();
   const std::size_t v = static_cast<std::size_t>(target.cols());
   if (static_cast<std::size_t>(target.rows()) != n + 1)
@@ -79,9 +82,9 @@ inline verify_result verify_block(logits_view target, std::span<const token_id> 
       throw std::invalid_argument("verify_block: drafts[" + std::to_string(i) +
                                   "] = " + std::to_string(drafts[i]) +
                                   " is outside the vocabulary [0, " + std::to_string(v) + ")");
-  if (sp.greedy()) return verify_greedy(target, drafts);
+  if (sp.greedy()) return verify_greedy(target, drafts, on_read);
   ws.rejection.reserve(v);  // sized on the first call, though used for one-hot drafts only
-  if (one_hot) return verify_rejection(target, drafts, q, sp, gen, ws.rejection);
+  if (one_hot) return verify_rejection(target, drafts, q, sp, gen, ws.rejection, on_read);
   ws.warp.reserve(v);
   for (std::size_t i = 0; i < n; ++i)
     if (!(q(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(drafts[i])) > 0.0f))
@@ -104,6 +107,7 @@ inline verify_result verify_block(logits_view target, std::span<const token_id> 
       (sp.top_k == 0 || sp.top_k >= v) && !(sp.top_p < 1.0f) && !(sp.min_p > 0.0f);
   const float inv_t = 1.0f / sp.temperature;
   const auto load = [&](std::size_t i, std::vector<float>& out) -> double {
+    on_read(i);  // each row is loaded once
     const auto logits = target_row(i);
     if (!temperature_only) {
       warp(logits, sp, out, ws.warp);

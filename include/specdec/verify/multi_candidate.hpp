@@ -17,6 +17,7 @@
 #include "specdec/tree/token_tree.hpp"
 #include "specdec/tree/tree_draft.hpp"
 #include "specdec/types.hpp"
+#include "specdec/verify/row_hook.hpp"
 
 namespace specdec {
 
@@ -152,11 +153,14 @@ inline std::int32_t choose_child(const token_tree& tree, std::size_t node, const
  * (q(x) = 0 on a visited node), bad `sp`; std::domain_error for NaN or +inf in a row read.
  * Cost: one warp (O(V)) per visited node plus O(V) per rejected candidate (O(1) for
  * deterministic candidates) and one O(V) draw at the stop node; allocation-free once
- * `ws` and `out.accepted` have grown. Not thread-safe per workspace.
+ * `ws` and `out.accepted` have grown. Only the rows of visited nodes (the accepted path and the
+ * stop node) are read; `on_read(node)` is called before each is read (row_hook.hpp). Not
+ * thread-safe per workspace.
  */
-inline void verify_tree(const token_tree& tree, logits_view target, logits_view q,
-                        candidate_draw draw, const sampling_params& sp, rng& gen,
-                        tree_verify_workspace& ws, tree_verify_result& out) {
+template <class RowHook = no_row_hook>
+void verify_tree(const token_tree& tree, logits_view target, logits_view q, candidate_draw draw,
+                 const sampling_params& sp, rng& gen, tree_verify_workspace& ws,
+                 tree_verify_result& out, RowHook&& on_read = {}) {
   sp.validate();
   const std::size_t n = tree.size();
   const std::size_t v = static_cast<std::size_t>(target.cols());
@@ -185,6 +189,7 @@ inline void verify_tree(const token_tree& tree, logits_view target, logits_view 
   std::size_t node = 0;
   if (sp.greedy()) {
     for (;;) {
+      on_read(node);
       const token_id best = argmax(detail::row_of(target, node));
       std::int32_t next = -1;
       for (const std::int32_t child : tree.children(node))
@@ -205,6 +210,7 @@ inline void verify_tree(const token_tree& tree, logits_view target, logits_view 
   ws.q.reserve(v);
   ws.warp.reserve(v);
   for (;;) {
+    on_read(node);
     warp(detail::row_of(target, node), sp, ws.p, ws.warp);
     const std::int32_t next = detail::choose_child(tree, node, q, draw, gen, ws);
     if (next < 0) {

@@ -16,6 +16,7 @@
 #include "specdec/types.hpp"
 #include "specdec/verify/greedy.hpp"
 #include "specdec/verify/result.hpp"
+#include "specdec/verify/row_hook.hpp"
 
 namespace specdec {
 
@@ -57,11 +58,13 @@ struct rejection_workspace {
  * of the nucleus boundary; the bonus token is drawn from all of p and redrawn while it falls
  * outside the nucleus (each test one pass; up to 4 tries, then a warp). Membership in the
  * nucleus is warp's, exactly (see warp, step 4). With top-k or min-p, one warp per row. A
- * rejection adds one warp and one residual.
+ * rejection adds one warp and one residual. Rows past the first rejection are not read;
+ * `on_read(i)` is called before row i is first read (row_hook.hpp).
  */
-inline verify_result verify_rejection(logits_view target, std::span<const token_id> drafts,
-                                      logits_view q, const sampling_params& sp, rng& gen,
-                                      rejection_workspace& ws) {
+template <class RowHook = no_row_hook>
+verify_result verify_rejection(logits_view target, std::span<const token_id> drafts,
+                               logits_view q, const sampling_params& sp, rng& gen,
+                               rejection_workspace& ws, RowHook&& on_read = {}) {
   const std::size_t n = drafts.size();
   const std::size_t v = static_cast<std::size_t>(target.cols());
   if (static_cast<std::size_t>(target.rows()) != n + 1)
@@ -77,7 +80,7 @@ inline verify_result verify_rejection(logits_view target, std::span<const token_
       throw std::invalid_argument("verify_rejection: drafts[" + std::to_string(i) +
                                   "] = " + std::to_string(drafts[i]) +
                                   " is outside the vocabulary [0, " + std::to_string(v) + ")");
-  if (sp.greedy()) return verify_greedy(target, drafts);
+  if (sp.greedy()) return verify_greedy(target, drafts, on_read);
 
   ws.reserve(v);  // every path's buffers at once: a rarer path later allocates nothing
   ws.p.resize(v);
@@ -101,6 +104,7 @@ inline verify_result verify_rejection(logits_view target, std::span<const token_
   const float inv_t = 1.0f / sp.temperature;
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
   for (std::size_t i = 0; i < n; ++i) {
+    on_read(i);
     const auto logits = row(target, i);
     const auto x = static_cast<std::size_t>(drafts[i]);
     const double qx = one_hot ? 1.0 : static_cast<double>(q(static_cast<Eigen::Index>(i),
@@ -164,6 +168,7 @@ inline verify_result verify_rejection(logits_view target, std::span<const token_
     }
     return {i, sample(ws.residual, gen)};
   }
+  on_read(n);
   const auto logits = row(target, n);
   if (temperature_only) {  // one exp-sum pass keeping block sums, then the drawn block again
     bool masked = false;
