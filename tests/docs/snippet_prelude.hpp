@@ -1,6 +1,7 @@
-// tests/docs/snippet_prelude.hpp - what the docs' code fragments use without defining it: a
-// hypothetical engine (declared, never defined: the snippets are compiled, not linked) and the
-// variables the fragments name. See extract_snippets.sh.
+// tests/docs/snippet_prelude.hpp - what the docs' code fragments use without defining it: the
+// engine the adapters wrap (my_engine.hpp, small but real, so that adapter_doc_test.cpp can run
+// the kit on docs/adapter.md's adapter) and the names the fragments use (declared, never defined:
+// the fragments are compiled, not linked). See extract_snippets.sh.
 #pragma once
 #include <cstddef>
 #include <cstdio>
@@ -10,15 +11,7 @@
 #include <specdec/specdec.hpp>
 #include <specdec/testing.hpp>
 
-namespace my_engine {
-struct session {  // an engine's sequence and its KV cache
-  std::size_t vocab() const;
-  std::size_t tokens_in_cache() const;
-  std::size_t capacity() const;
-  void forward(const specdec::token_id* tokens, std::size_t n, float* logits);
-  void rollback_to(std::size_t n);
-};
-}  // namespace my_engine
+#include "my_engine.hpp"
 
 namespace snippet {
 struct model {  // a LanguageModel, for fragments that need one
@@ -30,6 +23,7 @@ struct model {  // a LanguageModel, for fragments that need one
 struct engine_t {};
 }  // namespace snippet
 
+extern my_engine::session session;  // a session of the engine
 extern snippet::model target;
 extern snippet::engine_t engine;
 snippet::model my_adapter(snippet::engine_t&);

@@ -27,9 +27,12 @@ namespace specdec::testing {
 
 namespace detail {
 
-/// A factory: callable with no arguments, returning a LanguageModel by value.
+/// A factory: callable with no arguments, returning a LanguageModel by value (a reference is
+/// refused: each call must make a new model). That each model starts empty is checked when it is
+/// made (with_fresh); that it refers to nothing the factory destroyed cannot be checked.
 template <class S>
-concept model_factory = std::invocable<S&> && LanguageModel<std::invoke_result_t<S&>>;
+concept model_factory = std::invocable<S&> && !std::is_reference_v<std::invoke_result_t<S&>> &&
+                        LanguageModel<std::invoke_result_t<S&>>;
 
 template <class S>
 concept model_source = LanguageModel<S> || model_factory<S>;
@@ -43,7 +46,40 @@ requires(!LanguageModel<S> && model_factory<S>) struct model_of<S> {
   using type = std::invoke_result_t<S&>;
 };
 
+template <class>
+inline constexpr bool always_false = false;
+
+/// One readable error for a source run_all cannot take, instead of a wall of constraint notes.
+template <class S>
+constexpr bool check_model_source() {
+  if constexpr (LanguageModel<S>) {
+  } else if constexpr (!std::invocable<S&>) {
+    static_assert(always_false<S>,
+                  "specdec::testing: the source is neither a specdec::LanguageModel nor a factory "
+                  "(a callable with no arguments returning one by value); see "
+                  "specdec/testing.hpp");
+  } else if constexpr (std::is_reference_v<std::invoke_result_t<S&>>) {
+    static_assert(always_false<S>,
+                  "specdec::testing: the factory returns a reference; it must return a new model "
+                  "by value on every call, [&] { return my_model(...); }. To check a model you "
+                  "keep, pass the model itself: run_all(model, options)");
+  } else if constexpr (!LanguageModel<std::invoke_result_t<S&>>) {
+    static_assert(always_false<S>,
+                  "specdec::testing: the factory's result does not model specdec::LanguageModel "
+                  "(a non-const model by value, with vocab_size() const, size() const, "
+                  "append(tokens, logits) and truncate(n)); see "
+                  "specdec/concepts/language_model.hpp");
+  }
+  return true;
+}
+
+/// Thrown inside a check to stop it with a failure message; never escapes the kit.
+struct check_failed {
+  std::string message;
+};
+
 /// Calls fn(model&) on a fresh model: a new one from a factory, or `source` after truncate(0).
+/// A factory's model must start empty; one that does not fails the check that made it.
 template <class S, class F>
 void with_fresh(S& source, F&& fn) {
   if constexpr (LanguageModel<S>) {
@@ -51,14 +87,15 @@ void with_fresh(S& source, F&& fn) {
     std::forward<F>(fn)(source);
   } else {
     auto m = source();
+    if (const std::size_t n = m.size(); n != 0)
+      throw check_failed{"the factory returned a model with size() = " + std::to_string(n) +
+                         ", not 0: it must return a model with a new, empty context on every "
+                         "call (a model over a session the factory did not create shares that "
+                         "session between checks: pass such a model itself, "
+                         "run_all(model, options))"};
     std::forward<F>(fn)(m);
   }
 }
-
-/// Thrown inside a check to stop it with a failure message; never escapes the kit.
-struct check_failed {
-  std::string message;
-};
 
 inline std::string num(double v) {
   char buf[32];
