@@ -20,10 +20,17 @@
 
 namespace specdec {
 
-/// How a chain of sampled drafts is verified (greedy decoding is exact match either way).
+/// How sampled drafts are verified (greedy decoding is exact match whatever the rule). token and
+/// block verify a chain (a tree: multi-candidate speculative sampling); coupled verifies both.
 enum class chain_verification {
   token,  ///< token by token (verify_rejection): each draft on its own p(x) / q(x)
   block,  ///< the block jointly (verify_block): never fewer tokens per step, same distribution
+  /// Coupled sampling (verify/coupled.hpp): every position is drawn as plain decoding in this
+  /// mode draws it, with noise keyed by (seed, position, token), and a draft is kept while it
+  /// equals that draw; drafters draw with the same noise. The tokens are then a function of the
+  /// seed, the prompt and the rows alone: plain decoding's with the same options, whatever the
+  /// drafter, K, tree, batch or plan. Applies to chains and trees.
+  coupled,
 };
 
 /// Options of one generation. Validated by generate()/start() (validate_options); the error
@@ -48,7 +55,9 @@ struct generate_options {
   /// How a sampling tree drafter draws each node's candidates: iid (MCSD Algorithm 1) or
   /// without_replacement (Algorithm 2). Greedy and n-gram drafts are deterministic regardless.
   candidate_draw tree_draw = candidate_draw::iid;
-  /// Verification of a chain (not of a tree): token-wise or block. Both are lossless.
+  /// Verification: token-wise or block (a chain; a tree is verified by multi-candidate
+  /// speculative sampling), or coupled (chains and trees; the tokens are plain decoding's in
+  /// that mode, token for token). All are lossless. Plain decoding samples by the same rule.
   chain_verification verification = chain_verification::token;
   /// Re-planning: every `replan.every` target calls (0 = never), and at the start of each
   /// generation once something was measured, the decoder replaces the shape in force
@@ -215,8 +224,9 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
   if (!(o.replan.min_gain >= 0.0) || !std::isfinite(o.replan.min_gain))
     throw std::invalid_argument("generate_options.replan.min_gain: must be >= 0 and finite");
   if (o.replan.every > 0) o.replan.cost.check("generate_options.replan.cost");
-  if (o.verification != chain_verification::token && o.verification != chain_verification::block)
-    throw std::invalid_argument("generate_options.verification: not token or block");
+  if (o.verification != chain_verification::token && o.verification != chain_verification::block &&
+      o.verification != chain_verification::coupled)
+    throw std::invalid_argument("generate_options.verification: not token, block or coupled");
 }
 
 /**

@@ -25,6 +25,7 @@
 #include "specdec/tree/tree_plan.hpp"
 #include "specdec/types.hpp"
 #include "specdec/verify/block.hpp"
+#include "specdec/verify/coupled.hpp"
 #include "specdec/verify/multi_candidate.hpp"
 #include "specdec/verify/rejection.hpp"
 
@@ -163,6 +164,7 @@ struct sequence_state {
   block_workspace block_ws;
   tree_eval_workspace tree_eval_ws;
   tree_verify_workspace tree_verify_ws;
+  coupled_workspace coupled_ws;
   detail::prefix_buffer prefixes;  ///< the row processor's prefixes (verify phase)
 
   std::size_t generated() const noexcept { return history.size() - prompt_size; }

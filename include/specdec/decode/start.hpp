@@ -113,6 +113,7 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
   s.draft_sampling = options.sampling;
   if (options.draft_temperature && !options.sampling.greedy())
     s.draft_sampling.temperature = *options.draft_temperature;
+  s.draft_sampling.coupled = options.verification == chain_verification::coupled;
   s.gen.reseed(options.sampling.seed);
   s.stats = decode_stats{};
   s.plan = tree_plan{};

@@ -13,6 +13,7 @@
 #include "specdec/math/row_processor.hpp"
 #include "specdec/types.hpp"
 #include "specdec/verify/block.hpp"
+#include "specdec/verify/coupled.hpp"
 #include "specdec/verify/multi_candidate.hpp"
 #include "specdec/verify/rejection.hpp"
 
@@ -71,8 +72,12 @@ inline void verify_phase(sequence_state& s) {
     const bool sampled_q = s.tree.draw != candidate_draw::deterministic;
     const logits_view rows(s.logits.data(), static_cast<Eigen::Index>(tree.size()), v);
     const logits_view q(s.tree.q.data(), sampled_q ? s.tree.q.rows() : 0, v);
-    verify_tree(tree, rows, q, s.tree.draw, s.options.sampling, s.gen, s.tree_verify_ws,
-                s.tree_verdict, on_read);
+    if (s.options.verification == chain_verification::coupled)
+      verify_tree_coupled(tree, rows, s.options.sampling, s.history_before, s.coupled_ws,
+                          s.tree_verdict, on_read);
+    else
+      verify_tree(tree, rows, q, s.tree.draw, s.options.sampling, s.gen, s.tree_verify_ws,
+                  s.tree_verdict, on_read);
     s.path.assign(1, 0);
     s.path.insert(s.path.end(), s.tree_verdict.accepted.begin(), s.tree_verdict.accepted.end());
     s.accepted.clear();
@@ -86,10 +91,19 @@ inline void verify_phase(sequence_state& s) {
     const logits_view q(s.chain.q.data(),
                         s.chain.deterministic() ? 0 : static_cast<Eigen::Index>(n), v);
     // Exact-match verification when greedy (verify_rejection delegates to verify_greedy).
-    const verify_result verdict =
-        s.options.verification == chain_verification::block
-            ? verify_block(rows, drafts, q, s.options.sampling, s.gen, s.block_ws, on_read)
-            : verify_rejection(rows, drafts, q, s.options.sampling, s.gen, s.verify_ws, on_read);
+    verify_result verdict;
+    switch (s.options.verification) {
+      case chain_verification::block:
+        verdict = verify_block(rows, drafts, q, s.options.sampling, s.gen, s.block_ws, on_read);
+        break;
+      case chain_verification::coupled:  // row i draws the token at history index before + i
+        verdict = verify_coupled(rows, drafts, s.options.sampling, s.history_before,
+                                 s.coupled_ws, on_read);
+        break;
+      default:
+        verdict = verify_rejection(rows, drafts, q, s.options.sampling, s.gen, s.verify_ws,
+                                   on_read);
+    }
     s.accepted.assign(s.chain.tokens.begin(),
                       s.chain.tokens.begin() + static_cast<std::ptrdiff_t>(verdict.accepted));
     s.next = verdict.next;

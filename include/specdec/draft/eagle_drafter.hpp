@@ -136,7 +136,7 @@ class eagle_drafter {
       } else {
         std::span<float> q(out.q.row(static_cast<Eigen::Index>(j)).data(), v);
         warp(row, sp, q, ws_);
-        t = sample(q, gen);
+        t = draft_draw(q, sp, history.size() + j, gen, coupled_ws_);
       }
       out.tokens.push_back(t);
       nodes_.push_back({t, static_cast<std::int32_t>(j), j + 1, 1.0, 0});
@@ -243,7 +243,8 @@ class eagle_drafter {
         } else {
           warp(row, sp, p, ws_);
           count = std::min(count, budget - drafted);
-          draw_candidates(p, count, draw, gen, drawn_, remaining_);
+          draft_candidates(p, count, draw, sp, history.size() + j, gen, drawn_, remaining_,
+                           coupled_ws_);
         }
         for (token_id t : drawn_) {
           const double conf = nodes_[node].score * static_cast<double>(p[static_cast<std::size_t>(t)]);
@@ -442,6 +443,7 @@ class eagle_drafter {
   warp_workspace ws_;
   detail::prefix_buffer prefixes_;  // what the row processor is given
   std::vector<float> processed_;    // a row rewritten by the row processor
+  coupled_workspace coupled_ws_;    // coupled draws (sampling_params::coupled)
   std::vector<node> nodes_, kept_;
   std::vector<std::size_t> feature_rows_, expanded_, order_;
   std::vector<token_id> batch_tokens_, drawn_, tokens_;

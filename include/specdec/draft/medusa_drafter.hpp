@@ -207,7 +207,7 @@ class medusa_drafter {
       } else {
         std::span<float> q(out.q.row(static_cast<Eigen::Index>(j)).data(), v);
         warp(row, sp, q, ws_);
-        out.tokens.push_back(sample(q, gen));
+        out.tokens.push_back(draft_draw(q, sp, history.size() + j, gen, coupled_ws_));
       }
     }
   }
@@ -314,8 +314,8 @@ class medusa_drafter {
           else warp(row, sp, std::span<float>(q_.row(q_row).data(), v), ws_);
         }
         if (!top)
-          draw_candidates(std::span<const float>(q_.row(q_row).data(), v), count, draw, gen,
-                          drawn_, remaining_);
+          draft_candidates(std::span<const float>(q_.row(q_row).data(), v), count, draw, sp,
+                           history.size() + j, gen, drawn_, remaining_, coupled_ws_);
       }
       const std::vector<token_id>& cands = top && !per_parent ? top_[j] : drawn_;
       if (s.rank >= cands.size()) continue;
@@ -387,6 +387,7 @@ class medusa_drafter {
   warp_workspace ws_;
   detail::prefix_buffer prefixes_;  // what the row processor is given
   std::vector<float> processed_;    // a head row rewritten by the row processor
+  coupled_workspace coupled_ws_;    // coupled draws (sampling_params::coupled)
   std::vector<std::vector<token_id>> top_;
   std::vector<token_id> tokens_, drawn_;
   std::vector<std::int32_t> parents_, node_of_;

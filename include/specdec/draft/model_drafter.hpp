@@ -169,7 +169,7 @@ class model_drafter {
         warp(last, sp, q, ws_);
         if (options_.p_min > 0.0f && *std::max_element(q.begin(), q.end()) < options_.p_min)
           break;
-        t = sample(q, gen);
+        t = draft_draw(q, sp, history.size() + j, gen, coupled_ws_);
       }
       out.tokens.push_back(t);
       if (sp.processor) prefixes_.push(t);
@@ -229,7 +229,8 @@ class model_drafter {
         } else {
           std::span<float> q(out.q.row(static_cast<Eigen::Index>(node)).data(), v);
           warp(row, sp, q, ws_);
-          draw_candidates(q, branching[d], draw, gen, children_, remaining_);
+          draft_candidates(q, branching[d], draw, sp, history.size() + d, gen, children_,
+                           remaining_, coupled_ws_);
         }
         for (token_id t : children_) {
           tokens_.push_back(t);
@@ -312,6 +313,7 @@ class model_drafter {
   warp_workspace ws_;
   detail::prefix_buffer prefixes_;  // what the row processor is given
   std::vector<float> processed_;    // a row rewritten by the row processor
+  coupled_workspace coupled_ws_;    // coupled draws (sampling_params::coupled)
   std::size_t calls_ = 0;
   // tree drafting scratch
   token_tree tree_;

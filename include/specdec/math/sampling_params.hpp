@@ -37,6 +37,11 @@ struct sampling_params {
   /// apply it to the target's rows and the model and head drafters to theirs; speculative
   /// output is then distributed exactly as plain decoding with the same processor.
   row_processor processor = nullptr;
+  /// Coupled sampling (generate_options::verification = coupled, which sets it for the
+  /// drafters): draws use noise keyed by (seed, position, token) instead of the generator
+  /// (math/coupled.hpp), so that a drafter's sample is the target's own draw wherever their rows
+  /// agree. Any draw stays an exact sample of its row either way.
+  bool coupled = false;
 
   /// The smallest temperature other than 0: the least float whose reciprocal is finite
   /// (about 2.94e-39; warping multiplies logits by 1 / temperature). Any temperature this

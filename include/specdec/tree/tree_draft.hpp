@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "specdec/math/coupled.hpp"
 #include "specdec/math/prob_rows.hpp"
 #include "specdec/math/rng.hpp"
 #include "specdec/math/sample.hpp"
@@ -54,6 +55,22 @@ inline void draw_candidates(std::span<const float> q, std::size_t count, candida
     out.push_back(t);
     scratch[static_cast<std::size_t>(t)] = 0.0f;
   }
+}
+
+/**
+ * The children of a tree node whose tokens sit at `position` of the sequence, as a drafter draws
+ * them: under sp.coupled, the first `count` tokens of the exponential race over q under
+ * coupled_key(sp.seed, position) (coupled_top: distinct, the first being the target's own draw
+ * there wherever its row agrees with q, so a wider node covers the target's token more often);
+ * otherwise draw_candidates(q, count, draw, gen, out, scratch). Either is a valid `draw` of
+ * `count` children from q (the race's first count are a draw without replacement).
+ */
+inline void draft_candidates(std::span<const float> q, std::size_t count, candidate_draw draw,
+                             const sampling_params& sp, std::size_t position, rng& gen,
+                             std::vector<token_id>& out, std::vector<float>& scratch,
+                             coupled_workspace& ws) {
+  if (sp.coupled) return coupled_top(q, coupled_key(sp.seed, position), count, out, ws);
+  draw_candidates(q, count, draw, gen, out, scratch);
 }
 
 /**
