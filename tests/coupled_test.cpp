@@ -370,3 +370,29 @@ TEST_CASE("coupled: the mode draws its own tokens, not the generator's") {
   }
   CHECK(differ >= 7);
 }
+
+TEST_CASE("sample-and-match: the target's law, and plain decoding's tokens with greedy drafts") {
+  namespace law = specdec::test::law;
+  for (const sampling_params& sp : {at(1.0f), at(0.8f, 3, 0.9f)}) {
+    auto o = law::options_of(sp, 6);
+    o.verification = chain_verification::sample_match;
+    o.draft_length = 4;
+    INFO("T = " << sp.temperature << ", top-k " << sp.top_k);
+    law::check_law(law::run_model_drafter<table_model>(o, 12000, 500), sp, 4);
+    o.tree = {2, 2};
+    law::check_law(law::run_model_drafter<specdec::test::tree_table_model>(o, 12000, 900), sp, 2);
+  }
+  for (std::uint64_t seed = 0; seed < 6; ++seed) {
+    generate_options o = coupled_options(at(0.9f), seed);
+    o.verification = chain_verification::sample_match;
+    const auto want = plain(o);
+    for (const std::size_t k : {1u, 3u, 8u}) {
+      table_model target(big_target), draft_model(big_draft);
+      specdec::model_drafter drafter(draft_model);
+      specdec::speculative_decoder decoder(target, drafter);
+      auto oo = o;
+      oo.draft_length = k;
+      CHECK(decoder.generate(long_prompt, oo).tokens == want);
+    }
+  }
+}

@@ -180,9 +180,11 @@ class cli_parser {
                              "heads' distributions or their most likely tokens (default sampled)",
                              d, "C");
     verification_ = text("--verification", verification_text_,
-                         "token | block: how a sampled chain is verified, token by token or as "
-                         "a block (Sun et al. 2025; never fewer tokens per call); default block "
-                         "for sampled chains (the same as token when greedy or with --tree)",
+                         "token | block | coupled | sample-match: how sampled drafts are "
+                         "verified: token by token, as a block (Sun et al. 2025; never fewer "
+                         "tokens per call), coupled (the same tokens as plain decoding with the "
+                         "same seed, whatever the drafter), or llama.cpp's sample-and-match "
+                         "(greedy drafts; the baseline); default block for sampled chains",
                          d, "V");
   }
 
@@ -562,8 +564,12 @@ class cli_parser {
         c.verification = specdec::chain_verification::token;
       else if (verification_text_ == "block")
         c.verification = specdec::chain_verification::block;
+      else if (verification_text_ == "coupled")
+        c.verification = specdec::chain_verification::coupled;
+      else if (verification_text_ == "sample-match")
+        c.verification = specdec::chain_verification::sample_match;
       else
-        bad(verification_, verification_text_, "is not token or block");
+        bad(verification_, verification_text_, "is not token, block, coupled or sample-match");
     }
     if (given(candidates_)) {
       c.ngram_candidates = whole(candidates_, candidates_text_);

@@ -31,6 +31,11 @@ enum class chain_verification {
   /// seed, the prompt and the rows alone: plain decoding's with the same options, whatever the
   /// drafter, K, tree, batch or plan. Applies to chains and trees.
   coupled,
+  /// Sample-and-match, llama.cpp's rule, kept as the baseline coupled is measured against: the
+  /// target samples each position with the generator, a draft is kept while it equals that
+  /// sample, and drafters propose their most likely tokens (draft_temperature 0 unless set).
+  /// Exact, but a draft is kept only with probability p(draft). Chains and trees.
+  sample_match,
 };
 
 /// Options of one generation. Validated by generate()/start() (validate_options); the error
@@ -225,8 +230,10 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
     throw std::invalid_argument("generate_options.replan.min_gain: must be >= 0 and finite");
   if (o.replan.every > 0) o.replan.cost.check("generate_options.replan.cost");
   if (o.verification != chain_verification::token && o.verification != chain_verification::block &&
-      o.verification != chain_verification::coupled)
-    throw std::invalid_argument("generate_options.verification: not token, block or coupled");
+      o.verification != chain_verification::coupled &&
+      o.verification != chain_verification::sample_match)
+    throw std::invalid_argument(
+        "generate_options.verification: not token, block, coupled or sample_match");
 }
 
 /**

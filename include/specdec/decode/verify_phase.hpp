@@ -75,6 +75,9 @@ inline void verify_phase(sequence_state& s) {
     if (s.options.verification == chain_verification::coupled)
       verify_tree_coupled(tree, rows, s.options.sampling, s.history_before, s.coupled_ws,
                           s.tree_verdict, on_read);
+    else if (s.options.verification == chain_verification::sample_match)
+      verify_tree_sample_match(tree, rows, s.options.sampling, s.gen, s.coupled_ws,
+                               s.tree_verdict, on_read);
     else
       verify_tree(tree, rows, q, s.tree.draw, s.options.sampling, s.gen, s.tree_verify_ws,
                   s.tree_verdict, on_read);
@@ -99,6 +102,10 @@ inline void verify_phase(sequence_state& s) {
       case chain_verification::coupled:  // row i draws the token at history index before + i
         verdict = verify_coupled(rows, drafts, s.options.sampling, s.history_before,
                                  s.coupled_ws, on_read);
+        break;
+      case chain_verification::sample_match:
+        verdict = verify_sample_match(rows, drafts, s.options.sampling, s.gen, s.coupled_ws,
+                                      on_read);
         break;
       default:
         verdict = verify_rejection(rows, drafts, q, s.options.sampling, s.gen, s.verify_ws,

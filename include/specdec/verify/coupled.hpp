@@ -1,6 +1,8 @@
-// specdec/verify/coupled.hpp - verification of coupled sampling: the target draws each position
-// as plain decoding in that mode does (the exponential race under noise keyed by seed, position
-// and token, math/coupled.hpp), and a draft is kept while it equals that draw.
+// specdec/verify/coupled.hpp - draw-and-match verification: the target draws each position as
+// plain decoding does, and a draft is kept while it equals that draw. Coupled verification draws
+// with noise keyed by seed, position and token (math/coupled.hpp), so the tokens are plain
+// decoding's whatever was drafted; sample-and-match (llama.cpp's rule, the baseline) draws with
+// the generator.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +12,9 @@
 #include <string>
 
 #include "specdec/math/coupled.hpp"
+#include "specdec/math/rng.hpp"
+#include "specdec/math/sample.hpp"
+#include "specdec/math/warp.hpp"
 #include "specdec/math/sampling_params.hpp"
 #include "specdec/tree/token_tree.hpp"
 #include "specdec/types.hpp"
@@ -18,6 +23,67 @@
 #include "specdec/verify/row_hook.hpp"
 
 namespace specdec {
+
+namespace detail {
+
+// Draw-and-match verification of a chain, the one mechanism of coupled and sample-and-match
+// verification: row i's token is draw(i, row), drafts are kept while they equal it, and the first
+// draw that differs (or the draw after the last draft) is `next`. Checks shapes and drafts.
+template <class Draw, class RowHook>
+verify_result verify_by_draws(const char* who, logits_view target,
+                              std::span<const token_id> drafts, Draw&& draw, RowHook&& on_read) {
+  const std::size_t n = drafts.size();
+  const auto v = static_cast<std::size_t>(target.cols());
+  if (static_cast<std::size_t>(target.rows()) != n + 1)
+    throw std::invalid_argument(std::string(who) + ": target must have drafts.size() + 1 = " +
+                                std::to_string(n + 1) + " rows, has " +
+                                std::to_string(target.rows()));
+  for (std::size_t i = 0; i < n; ++i)
+    if (drafts[i] < 0 || static_cast<std::size_t>(drafts[i]) >= v)
+      throw std::invalid_argument(std::string(who) + ": drafts[" + std::to_string(i) + "] = " +
+                                  std::to_string(drafts[i]) + " is outside the vocabulary [0, " +
+                                  std::to_string(v) + ")");
+  for (std::size_t i = 0;; ++i) {
+    on_read(i);
+    const token_id y = draw(i, std::span<const float>(target.row(static_cast<Eigen::Index>(i)).data(), v));
+    if (i == n || drafts[i] != y) return {i, y};
+  }
+}
+
+// The same walk down a token tree: at a node of depth d, y = draw(d, row); the walk moves to the
+// first child with token y, or stops and emits y.
+template <class Draw, class RowHook>
+void verify_tree_by_draws(const char* who, const token_tree& tree, logits_view target,
+                          Draw&& draw, tree_verify_result& out, RowHook&& on_read) {
+  const std::size_t n = tree.size();
+  const auto v = static_cast<std::size_t>(target.cols());
+  if (static_cast<std::size_t>(target.rows()) != n)
+    throw std::invalid_argument(std::string(who) + ": target must have tree.size() = " +
+                                std::to_string(n) + " rows, has " +
+                                std::to_string(target.rows()));
+  out.accepted.clear();
+  out.accepted.reserve(tree.max_depth());
+  std::size_t node = 0;
+  for (std::size_t depth = 0;; ++depth) {
+    on_read(node);
+    const token_id y =
+        draw(depth, std::span<const float>(target.row(static_cast<Eigen::Index>(node)).data(), v));
+    std::int32_t next = -1;
+    for (const std::int32_t child : tree.children(node))
+      if (tree.token(static_cast<std::size_t>(child)) == y) {
+        next = child;
+        break;
+      }
+    if (next < 0) {
+      out.next = y;
+      return;
+    }
+    out.accepted.push_back(next);
+    node = static_cast<std::size_t>(next);
+  }
+}
+
+}  // namespace detail
 
 /**
  * Coupled verification of a chain. `target` has drafts.size() + 1 rows (row i after the
@@ -36,24 +102,13 @@ template <class RowHook = no_row_hook>
 verify_result verify_coupled(logits_view target, std::span<const token_id> drafts,
                              const sampling_params& sp, std::size_t position,
                              coupled_workspace& ws, RowHook&& on_read = {}) {
-  const std::size_t n = drafts.size();
-  const auto v = static_cast<std::size_t>(target.cols());
-  if (static_cast<std::size_t>(target.rows()) != n + 1)
-    throw std::invalid_argument("verify_coupled: target must have drafts.size() + 1 = " +
-                                std::to_string(n + 1) + " rows, has " +
-                                std::to_string(target.rows()));
-  for (std::size_t i = 0; i < n; ++i)
-    if (drafts[i] < 0 || static_cast<std::size_t>(drafts[i]) >= v)
-      throw std::invalid_argument("verify_coupled: drafts[" + std::to_string(i) + "] = " +
-                                  std::to_string(drafts[i]) + " is outside the vocabulary [0, " +
-                                  std::to_string(v) + ")");
-  ws.reserve(v);
-  for (std::size_t i = 0;; ++i) {
-    on_read(i);
-    const std::span<const float> row(target.row(static_cast<Eigen::Index>(i)).data(), v);
-    const token_id y = coupled_sample(row, sp, coupled_key(sp.seed, position + i), ws);
-    if (i == n || drafts[i] != y) return {i, y};
-  }
+  ws.reserve(static_cast<std::size_t>(target.cols()));
+  return detail::verify_by_draws(
+      "verify_coupled", target, drafts,
+      [&](std::size_t i, std::span<const float> row) {
+        return coupled_sample(row, sp, coupled_key(sp.seed, position + i), ws);
+      },
+      on_read);
 }
 
 /**
@@ -68,33 +123,55 @@ template <class RowHook = no_row_hook>
 void verify_tree_coupled(const token_tree& tree, logits_view target, const sampling_params& sp,
                          std::size_t position, coupled_workspace& ws, tree_verify_result& out,
                          RowHook&& on_read = {}) {
-  const std::size_t n = tree.size();
-  const auto v = static_cast<std::size_t>(target.cols());
-  if (static_cast<std::size_t>(target.rows()) != n)
-    throw std::invalid_argument("verify_tree_coupled: target must have tree.size() = " +
-                                std::to_string(n) + " rows, has " +
-                                std::to_string(target.rows()));
-  ws.reserve(v);
-  out.accepted.clear();
-  out.accepted.reserve(tree.max_depth());
-  std::size_t node = 0;
-  for (std::size_t depth = 0;; ++depth) {
-    on_read(node);
-    const std::span<const float> row(target.row(static_cast<Eigen::Index>(node)).data(), v);
-    const token_id y = coupled_sample(row, sp, coupled_key(sp.seed, position + depth), ws);
-    std::int32_t next = -1;
-    for (const std::int32_t child : tree.children(node))
-      if (tree.token(static_cast<std::size_t>(child)) == y) {
-        next = child;
-        break;
-      }
-    if (next < 0) {
-      out.next = y;
-      return;
-    }
-    out.accepted.push_back(next);
-    node = static_cast<std::size_t>(next);
-  }
+  ws.reserve(static_cast<std::size_t>(target.cols()));
+  detail::verify_tree_by_draws(
+      "verify_tree_coupled", tree, target,
+      [&](std::size_t depth, std::span<const float> row) {
+        return coupled_sample(row, sp, coupled_key(sp.seed, position + depth), ws);
+      },
+      out, on_read);
+}
+
+/**
+ * Sample-and-match verification (llama.cpp's speculative rule; here as the baseline coupled
+ * verification is measured against): each row's token is sampled from the warped row with the
+ * generator, in order, as plain decoding samples it, and drafts are kept while they equal it.
+ * Exact for any drafts (the emitted tokens are the target's own samples), but a draft is kept only
+ * with probability p(draft), so it is best with greedy drafts. `ws` holds the warped row. Reads
+ * rows 0..accepted (on_read first). Errors as verify_coupled. O(V) per row read.
+ */
+template <class RowHook = no_row_hook>
+verify_result verify_sample_match(logits_view target, std::span<const token_id> drafts,
+                                  const sampling_params& sp, rng& gen, coupled_workspace& ws,
+                                  RowHook&& on_read = {}) {
+  ws.reserve(static_cast<std::size_t>(target.cols()));
+  return detail::verify_by_draws(
+      "verify_sample_match", target, drafts,
+      [&](std::size_t, std::span<const float> row) {
+        if (sp.greedy()) return argmax(row);
+        ws.weights.resize(row.size());
+        warp(row, sp, ws.weights, ws.warp);
+        return sample(ws.weights, gen);
+      },
+      on_read);
+}
+
+/// Sample-and-match verification of a token tree: verify_tree_by_draws with the generator's
+/// samples, node by node down the accepted path.
+template <class RowHook = no_row_hook>
+void verify_tree_sample_match(const token_tree& tree, logits_view target,
+                              const sampling_params& sp, rng& gen, coupled_workspace& ws,
+                              tree_verify_result& out, RowHook&& on_read = {}) {
+  ws.reserve(static_cast<std::size_t>(target.cols()));
+  detail::verify_tree_by_draws(
+      "verify_tree_sample_match", tree, target,
+      [&](std::size_t, std::span<const float> row) {
+        if (sp.greedy()) return argmax(row);
+        ws.weights.resize(row.size());
+        warp(row, sp, ws.weights, ws.warp);
+        return sample(ws.weights, gen);
+      },
+      out, on_read);
 }
 
 }  // namespace specdec
