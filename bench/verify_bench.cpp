@@ -15,6 +15,13 @@
 //                                   score is 1); same reference. Block verification warps every
 //                                   row and reads q's rows in full, so its ratio is the cost of
 //                                   judging the block jointly.
+//   BM_VerifyCoupled/case/K/V       verify_coupled (coupled sampling: every row's token drawn by
+//                                   the exponential race under position-keyed noise) over K + 1
+//                                   rows whose drafts are those draws, so every draft is kept and
+//                                   every row read (cases 0, 2, 4 above); reference:
+//                                   verify_rejection on the same rows and drafts with q = p
+//                                   (full rows, every draft kept), the cost the coupled rule
+//                                   replaces. ratio is coupled over rejection.
 //
 // Each iteration runs the reference, then the subject, on the same rows, both timed with the
 // thread's CPU clock (bench/support/timing.hpp, paired_timer); the reported time is the subject's
@@ -41,6 +48,7 @@
 #include <random>
 #include <span>
 #include <specdec/verify/block.hpp>
+#include <specdec/verify/coupled.hpp>
 #include <specdec/verify/greedy.hpp>
 #include <specdec/verify/rejection.hpp>
 #include <vector>
@@ -241,6 +249,56 @@ void BM_VerifyBlock(benchmark::State& state) {
   state.counters["accepted"] = static_cast<double>(accepted) / static_cast<double>(calls);
 }
 
+void BM_VerifyCoupled(benchmark::State& state) {
+  const auto mode = state.range(0);
+  const auto k = static_cast<std::size_t>(state.range(1));
+  const auto v = static_cast<std::size_t>(state.range(2));
+  specdec::sampling_params sp = case_params(mode);
+  sp.seed = 5;
+  rows r = make_rows(k + 1, v, 7 * k + v);
+  const std::size_t position = 100;  // the sequence index of row 0's token
+  specdec::coupled_workspace cws;
+  for (std::size_t i = 0; i < k; ++i)  // drafts: the coupled draws themselves, all kept
+    r.drafts[i] = specdec::coupled_sample(r.row(i), sp, specdec::coupled_key(sp.seed, position + i),
+                                          cws);
+  // q = p itself: every draft kept (u < p / q = 1), whatever the filters leave of the row.
+  specdec::row_matrix q(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(v));
+  for (std::size_t i = 0; i < k; ++i)
+    specdec::warp(r.row(i), sp, std::span<float>(q.row(static_cast<Eigen::Index>(i)).data(), v));
+  const specdec::logits_view qv(q.data(), q.rows(), q.cols());
+  specdec::rejection_workspace rws;
+  specdec::rng gen(1);
+  if (specdec::verify_coupled(r.view(), r.drafts, sp, position, cws).accepted != k ||
+      specdec::verify_rejection(r.view(), r.drafts, qv, sp, gen, rws).accepted != k) {
+    state.SkipWithError("a draft was not kept");
+    return;
+  }
+  sb::paired_timer<sb::thread_cpu_clock> timer;
+  std::size_t accepted = 0, calls = 0;
+  for (auto _ : state) {
+    timer.reference([&] {
+      benchmark::DoNotOptimize(specdec::verify_rejection(r.view(), r.drafts, qv, sp, gen, rws));
+    });
+    specdec::verify_result res;
+    const double s = timer.subject([&] {
+      res = specdec::verify_coupled(r.view(), r.drafts, sp, position, cws);
+      benchmark::DoNotOptimize(res);
+    });
+    accepted += res.accepted;
+    ++calls;
+    state.SetIterationTime(s);
+  }
+  timer.report(state);
+  state.counters["accepted"] = static_cast<double>(accepted) / static_cast<double>(calls);
+}
+
+void coupled_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"case", "K", "V"});
+  for (int c : {0, 2, 4})
+    for (int k : {4, 8})
+      for (int v : {32000, 128256}) b->Args({c, k, v});
+}
+
 void greedy_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"K", "V"});
   for (int k : {4, 8})
@@ -270,5 +328,6 @@ BENCHMARK(BM_VerifyRejection)
     ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK(BM_VerifyBlock)->Apply(block_args)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_VerifyCoupled)->Apply(coupled_args)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

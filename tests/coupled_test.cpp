@@ -116,6 +116,27 @@ TEST_CASE("coupled: coupled_sample's fast path from logits draws the same law as
   CHECK(agree >= static_cast<std::size_t>(trials) - 2);  // the two paths round p apart by 1 ulp
 }
 
+TEST_CASE("coupled: the screen of the fast path keeps the law on a flat row of 3000 tokens") {
+  // Every token matters here (p from 1e-4 to 1e-3), so a screen that dropped candidates, on the
+  // packets or in the scalar tail, would show.
+  const std::size_t v = 3000;
+  std::vector<float> logits(v);
+  specdec::rng g(9);
+  for (auto& x : logits) x = static_cast<float>(2.0 * g.uniform_open() - 1.0);
+  const sampling_params sp = at(0.7f);
+  std::vector<float> p(v);
+  specdec::warp(logits, sp, p);
+  specdec::coupled_workspace ws;
+  std::vector<std::size_t> counts(v, 0);
+  const int trials = 90000;
+  for (int t = 0; t < trials; ++t)
+    counts[static_cast<std::size_t>(
+        specdec::coupled_sample(logits, sp, coupled_key(17, static_cast<std::size_t>(t)), ws))]++;
+  const auto chi = specdec::test::chi_square(counts, std::vector<double>(p.begin(), p.end()));
+  INFO(chi.describe());
+  CHECK(chi.pass());
+}
+
 TEST_CASE("coupled: plain decoding's law is the target's over 8 positions, and a control fails") {
   using namespace specdec::test::law;
   const std::size_t length = 8;

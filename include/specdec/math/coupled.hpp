@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <stdexcept>
@@ -52,12 +53,10 @@ struct coupled_key {
 /// thread-safe.
 struct coupled_workspace {
   std::vector<float> weights;                       // a block of exp weights, or a warped row
-  std::vector<std::uint32_t> high;                  // a block of hashes
   std::vector<std::pair<double, token_id>> best;    // the race's leaders, ascending
   warp_workspace warp;
   void reserve(std::size_t v) {
     weights.reserve(v);
-    high.reserve(detail::block);
     warp.reserve(v);
   }
 };
@@ -75,9 +74,9 @@ constexpr std::uint32_t fmix32(std::uint32_t h) noexcept {
 }
 
 // The high 32 bits of token x's uniform w_x: a bijection of x for a given key (distinct tokens
-// never share them), vectorisable.
+// never share them). screen_hits computes the same on packets: keep the two in step.
 constexpr std::uint32_t coupled_high(const coupled_key& k, std::uint32_t x) noexcept {
-  return fmix32((x ^ k.a) * 0x9E3779B1u + k.b);
+  return fmix32((x ^ k.a) + k.b);
 }
 
 // E_x = -log(1 - w_x), w_x = (high 2^32 + low + 1/2) 2^-64, the low 32 bits from a second hash.
@@ -93,33 +92,47 @@ inline double coupled_exponential(const coupled_key& k, std::uint32_t x) noexcep
 // tokens of smallest E_x / w_x, ascending, ties to the lower id, among those whose ratio is below
 // `limit` (which shrinks to the count-th best once `count` are held). Tokens of weight 0 never
 // enter. A token enters only after its exact ratio is computed; the rest are screened out by
-// high_x 2^-32 >= w_x limit (then E_x / w_x >= limit), with a slack of 2^-20 for the float
-// arithmetic of the screen. O(n) hashes and compares, plus O(log count) per entrant.
+// E_x >= w_x >= (high_x >> 8) 2^-24: no entrant unless (high_x >> 8) < w_x limit 2^24 (with a
+// slack of 2^-20 for the float arithmetic). The screen runs on chunks of 64 tokens as one
+// vectorisable loop (hash, compare, or-reduce); only a chunk with a hit is walked again token by
+// token. O(n) hashes and compares, plus O(log count) per entrant.
 inline void race_block(const float* weights, std::size_t n, std::uint32_t first,
                        const coupled_key& k, std::size_t count, double& limit,
                        coupled_workspace& ws) {
-  ws.high.resize(n);
-  std::uint32_t* high = ws.high.data();
-  for (std::size_t j = 0; j < n; ++j) high[j] = coupled_high(k, first + static_cast<std::uint32_t>(j));
+  constexpr std::size_t chunk = 64;
   const auto screen = [&] {
     return limit == std::numeric_limits<double>::infinity()
                ? std::numeric_limits<float>::infinity()
-               : static_cast<float>(limit * 0x1p32 * (1.0 + 0x1p-20));
+               : static_cast<float>(limit * 0x1p24 * (1.0 + 0x1p-20));
   };
   float threshold = screen();
-  for (std::size_t j = 0; j < n; ++j) {
-    const float w = weights[j];
-    if (!(static_cast<float>(high[j]) < w * threshold) || !(w > 0.0f)) continue;
-    const auto x = first + static_cast<std::uint32_t>(j);
-    const double ratio = coupled_exponential(k, x) / static_cast<double>(w);
-    if (!(ratio < limit)) continue;
-    const auto at = std::upper_bound(ws.best.begin(), ws.best.end(),
-                                     std::pair<double, token_id>(ratio, static_cast<token_id>(x)));
-    ws.best.insert(at, {ratio, static_cast<token_id>(x)});
-    if (ws.best.size() > count) ws.best.pop_back();
-    if (ws.best.size() == count) {
-      limit = ws.best.back().first;
-      threshold = screen();
+  for (std::size_t c0 = 0; c0 < n; c0 += chunk) {
+    const std::size_t c1 = std::min(n, c0 + chunk);
+    int support = 0;  // a filtered row (top-k, top-p) is mostly zeros: skip them unhashed
+    for (std::size_t j = c0; j < c1; ++j) support |= weights[j] > 0.0f;
+    if (!support) continue;
+    int hit = 0;
+    for (std::size_t j = c0; j < c1; ++j) {  // w = 0 never hits (0 < 0, or 0 * inf = NaN)
+      const std::uint32_t h = coupled_high(k, first + static_cast<std::uint32_t>(j));
+      hit |= static_cast<float>(static_cast<std::int32_t>(h >> 8)) < weights[j] * threshold;
+    }
+    if (!hit) continue;
+    for (std::size_t j = c0; j < c1; ++j) {
+      const float w = weights[j];
+      const auto x = first + static_cast<std::uint32_t>(j);
+      if (!(w > 0.0f) ||
+          !(static_cast<float>(static_cast<std::int32_t>(coupled_high(k, x) >> 8)) <
+            w * threshold))
+        continue;
+      const double ratio = coupled_exponential(k, x) / static_cast<double>(w);
+      if (!(ratio < limit)) continue;
+      const std::pair<double, token_id> entry(ratio, static_cast<token_id>(x));
+      ws.best.insert(std::upper_bound(ws.best.begin(), ws.best.end(), entry), entry);
+      if (ws.best.size() > count) ws.best.pop_back();
+      if (ws.best.size() == count) {
+        limit = ws.best.back().first;
+        threshold = screen();
+      }
     }
   }
 }
@@ -149,6 +162,99 @@ inline double weight_sum(std::span<const float> w) noexcept {
     s += static_cast<double>(as_array(w.subspan(b0, n)).sum());
   }
   return s;
+}
+
+// The exponent of float(high >> 8) minus 24: floor(log2((high >> 8) 2^-24)), a lower bound of
+// log2(E_x) (E_x >= (high >> 8) 2^-24); -151 for high >> 8 == 0. Branch-free, vectorisable.
+inline float log2_floor_of_high(std::uint32_t high) noexcept {
+  const float hf = static_cast<float>(static_cast<std::int32_t>(high >> 8));
+  std::uint32_t bits;
+  std::memcpy(&bits, &hf, sizeof bits);
+  return static_cast<float>(static_cast<std::int32_t>(bits >> 23) - 127 - 24);
+}
+
+// Whether tokens [c0, c0 + n) of a row of logits `l` may pass race_logits' screen: some token's
+// log2_floor_of_high(high_x) < l_x a + b. On Eigen's packets (float and int32 of the same
+// width: 16 lanes with AVX-512, 8 with AVX2, 4 with SSE2), else a plain loop.
+inline bool screen_hits(const float* l, std::size_t c0, std::size_t n, const coupled_key& k,
+                        float a, float b) noexcept {
+  namespace ei = Eigen::internal;
+  using pf = ei::packet_traits<float>::type;
+  using pi = typename ei::unpacket_traits<pf>::integer_packet;  // int32 lanes, as many
+  constexpr std::size_t width = static_cast<std::size_t>(ei::unpacket_traits<pf>::size);
+  std::size_t j = 0;
+  if constexpr (width > 1 && width == static_cast<std::size_t>(ei::unpacket_traits<pi>::size)) {
+    alignas(64) std::int32_t lane[width];
+    for (std::size_t i = 0; i < width; ++i) lane[i] = static_cast<std::int32_t>(i);
+    const pi iota = ei::pload<pi>(lane);
+    const pi ka = ei::pset1<pi>(static_cast<std::int32_t>(k.a));
+    const pi kb = ei::pset1<pi>(static_cast<std::int32_t>(k.b));
+    const pi m1 = ei::pset1<pi>(static_cast<std::int32_t>(0x85EBCA6Bu));
+    const pi m2 = ei::pset1<pi>(static_cast<std::int32_t>(0xC2B2AE35u));
+    const pf pa = ei::pset1<pf>(a), pb = ei::pset1<pf>(b + 151.0f);  // 151: exponent bias + 24
+    pf any = ei::pzero(pa);
+    for (; j + width <= n; j += width) {
+      pi h = ei::padd(ei::pxor(ei::padd(ei::pset1<pi>(static_cast<std::int32_t>(c0 + j)), iota),
+                               ka),
+                      kb);
+      h = ei::pxor(h, ei::plogical_shift_right<16>(h));
+      h = ei::pmul(h, m1);
+      h = ei::pxor(h, ei::plogical_shift_right<13>(h));
+      h = ei::pmul(h, m2);
+      h = ei::pxor(h, ei::plogical_shift_right<16>(h));
+      const pf hf = ei::pcast<pi, pf>(ei::plogical_shift_right<8>(h));
+      const pf exponent =
+          ei::pcast<pi, pf>(ei::plogical_shift_right<23>(ei::preinterpret<pi>(hf)));
+      any = ei::por(any, ei::pcmp_lt(exponent, ei::pmadd(ei::ploadu<pf>(l + c0 + j), pa, pb)));
+    }
+    if (ei::predux_any(any)) return true;
+  }
+  int hit = 0;
+  for (; j < n; ++j)
+    hit |= log2_floor_of_high(coupled_high(k, static_cast<std::uint32_t>(c0 + j))) <
+           l[c0 + j] * a + b;
+  return hit != 0;
+}
+
+// The race over the temperature weights w_x = exp((l_x - m) inv_t) of a row of logits (m its
+// max, at token `top`, the first of that value; every logit finite or -inf), for its winner, without computing w for the tokens it screens
+// out: the largest logit's token (w = 1) enters first and its E bounds the winning ratio L; a
+// token can win only if log2(E_x) < log2(w_x L), and log2(E_x) >= log2_floor_of_high, so the
+// screen compares that bound with the linear (l_x - m) inv_t log2(e) + log2(L) (plus a slack of
+// 2^-6 for its float arithmetic): a hash, a conversion and a multiply-add per token in one
+// vectorisable loop over chunks of 64, with no exp. A token that passes (about two per row) gets
+// its exact w (double exp) and ratio. Ties to the lower id. O(V).
+inline token_id race_logits(std::span<const float> logits, std::size_t top, float inv_t,
+                            const coupled_key& k) {
+  constexpr std::size_t chunk = 256;
+  const std::size_t v = logits.size();
+  const float m = logits[top];
+  token_id best = static_cast<token_id>(top);
+  double limit = coupled_exponential(k, static_cast<std::uint32_t>(top));  // E / w, w = 1
+  const float a = inv_t * 1.4426950408889634f;                              // log2(e) / T
+  float b = 0.0f;
+  const auto rebound = [&] {
+    b = static_cast<float>(std::log2(limit) - static_cast<double>(m) * static_cast<double>(a) +
+                           0x1p-6);
+  };
+  rebound();
+  const float* l = logits.data();
+  for (std::size_t c0 = 0; c0 < v; c0 += chunk) {
+    const std::size_t c1 = std::min(v, c0 + chunk);
+    if (!screen_hits(l, c0, c1 - c0, k, a, b)) continue;  // -inf logits never hit
+    for (std::size_t j = c0; j < c1; ++j) {
+      const auto x = static_cast<std::uint32_t>(j);
+      if (j == top || !(log2_floor_of_high(coupled_high(k, x)) < l[j] * a + b)) continue;
+      const double w = std::exp(static_cast<double>(l[j] - m) * static_cast<double>(inv_t));
+      const double ratio = coupled_exponential(k, x) / w;
+      if (ratio < limit || (ratio == limit && static_cast<token_id>(x) < best)) {
+        limit = ratio;
+        best = static_cast<token_id>(x);
+        rebound();
+      }
+    }
+  }
+  return best;
 }
 
 }  // namespace detail
@@ -190,9 +296,9 @@ inline token_id coupled_draw(std::span<const float> weights, const coupled_key& 
 /**
  * The coupled draw from a row of logits warped by `sp` (the row processor is not applied: the
  * caller gives the row it wants drawn from): argmax when greedy; with temperature alone, the race
- * over the exp weights of the logits, block by block, without writing the row of p (one max
- * pass, then one pass of exp, hash and compare); otherwise the race over warp's p. Throws as
- * checked_max for NaN or +inf logits. O(V).
+ * over the temperature weights of the logits without computing them (detail::race_logits: one
+ * max pass, then one pass of hash, convert and compare); otherwise the race over warp's p. Throws
+ * as checked_max for NaN or +inf logits. O(V).
  */
 inline token_id coupled_sample(std::span<const float> logits, const sampling_params& sp,
                                const coupled_key& key, coupled_workspace& ws) {
@@ -202,28 +308,18 @@ inline token_id coupled_sample(std::span<const float> logits, const sampling_par
       (sp.top_k == 0 || sp.top_k >= v) && !(sp.top_p < 1.0f) && !(sp.min_p > 0.0f);
   if (!temperature_only) {
     ws.weights.resize(v);
-    warp(logits, sp, ws.weights, ws.warp);
-    return coupled_draw(ws.weights, key, ws);
+    warp(logits, sp, ws.weights, ws.warp);  // sums to 1: the first limit needs no sum pass
+    detail::race_row(ws.weights, key, 1, 48.0, ws);
+    return ws.best.front().second;
   }
-  bool masked = false;
-  const float m = checked_max(logits, &masked);
-  const float inv_t = 1.0f / sp.temperature;
-  // The largest logit's token has weight 1: its ratio E bounds the winner's, so the race starts
-  // with that limit and screens nearly every token out by its hash alone.
-  const auto top = static_cast<std::size_t>(
-      std::find(logits.begin(), logits.end(), m) - logits.begin());
-  ws.best.clear();
-  ws.best.reserve(2);
-  double limit = detail::coupled_exponential(key, static_cast<std::uint32_t>(top));
-  ws.best.emplace_back(limit, static_cast<token_id>(top));
-  ws.weights.resize(std::min(detail::block, v));
-  for (std::size_t b0 = 0; b0 < v; b0 += detail::block) {
-    const std::size_t n = std::min(detail::block, v - b0);
-    detail::exp_blocks(logits.data() + b0, n, m, inv_t, masked, ws.weights.data(), nullptr);
-    if (top >= b0 && top < b0 + n) ws.weights[top - b0] = 0.0f;  // entered above, weight 1
-    detail::race_block(ws.weights.data(), n, static_cast<std::uint32_t>(b0), key, 1, limit, ws);
-  }
-  return ws.best.front().second;
+  // One pass finds the largest logit and its token (argmax: ties to the lowest id, NaN refused);
+  // the race starts from that token.
+  const auto top = static_cast<std::size_t>(argmax(logits));
+  const float m = logits[top];
+  if (!(m < std::numeric_limits<float>::infinity())) detail::throw_bad_logit(logits, "logits");
+  if (m == -std::numeric_limits<float>::infinity())
+    throw std::domain_error("logits: every token is -inf");
+  return detail::race_logits(logits, top, 1.0f / sp.temperature, key);
 }
 
 /**
