@@ -9,7 +9,9 @@
 //   release         = llama_memory_seq_rm(slot, -1, -1); the slot is free for a new sequence
 // The context is made with kv_unified: one KV buffer whose cells are tagged with their sequence,
 // so llama.cpp puts the whole batch in one ubatch (one forward pass over all rows) and each row
-// attends to its own sequence's cells only. All sequences share the context's n_ctx cells.
+// attends to its own sequence's cells only. All sequences share the context's n_ctx cells, so
+// each may hold n_ctx / n_seq_max of them (max_size(), as llama-server splits -c among its -np
+// slots): a sequence that reaches it ends context_full however full the others are.
 // Rows (measured, docs/llamacpp.md): Q8_0 rows are the same bits alone or beside other
 // sequences; F32 rows move by up to 5.5e-4, as llama.cpp's F32 kernels sum in an order that
 // depends on how many rows a call has.
@@ -34,7 +36,9 @@
 
 namespace specdec::llamacpp {
 
-/// `o` for up to `sequences` live sequences (n_seq_max) in one unified KV cache.
+/// `o` for up to `sequences` live sequences (n_seq_max) in one unified KV cache, each holding up
+/// to n_ctx / sequences tokens (batch_model::max_size(); llama.cpp rounds n_ctx up to a multiple
+/// of 256).
 inline context_options batch_context_options(std::size_t sequences, context_options o = {}) {
   o.n_seq_max = sequences;
   o.kv_unified = true;
@@ -45,10 +49,11 @@ inline context_options batch_context_options(std::size_t sequences, context_opti
  * Up to max_sequences() sequences in one llama_context (specdec::BatchPrefillLanguageModel).
  * Chains only: an entry with parents (a tree) is refused. score() is one llama_decode for every
  * entry (at most max_batch_tokens() rows in all); the n_ctx cells of the KV cache are shared by
- * every live sequence, and a call that would need more than are free is refused. Ids are never
- * reused (a released id stays unknown); slots are. Bad input throws before llama.cpp runs and
- * changes nothing; a failing llama_decode throws llama_error naming it after removing what it
- * left in every entry's sequence. Not thread-safe.
+ * the live sequences, max_size() = n_ctx / n_seq_max each, so every sequence has room up to its
+ * max_size() whatever the others hold (the decoders end a sequence there, context_full). Ids
+ * are never reused (a released id stays unknown); slots are. Bad input throws before llama.cpp
+ * runs and changes nothing; a failing llama_decode throws llama_error naming it after removing
+ * what it left in every entry's sequence. Not thread-safe.
  */
 class batch_model {
  public:
@@ -63,8 +68,9 @@ class batch_model {
         slots_(llama_n_seq_max(ctx_.get())) {}
 
   std::size_t vocab_size() const noexcept { return vocab_; }
-  /// The longest context of one sequence: the context's n_ctx (shared by all sequences).
-  std::size_t max_size() const noexcept { return n_ctx_; }
+  /// The longest context of one sequence: its share of the context's n_ctx cells, n_ctx /
+  /// n_seq_max, so that every live sequence has room for its whole max_size() at once.
+  std::size_t max_size() const noexcept { return n_ctx_ / slots_.size(); }
   /// The most rows one score() takes (the context's n_batch).
   std::size_t max_batch_tokens() const noexcept { return n_batch_; }
   /// The most live sequences (the context's n_seq_max).
@@ -125,8 +131,7 @@ class batch_model {
   /// logits is the next-token logits after its context and tokens[0..i]. Refused before
   /// llama.cpp runs: an unknown id, a sequence twice, an empty entry, a tree entry, a token
   /// outside [0, V), a wrong logits size (std::invalid_argument / std::out_of_range); a
-  /// sequence past max_size(), more rows than max_batch_tokens() or than free cells
-  /// (std::length_error).
+  /// sequence past max_size() or more rows than max_batch_tokens() (std::length_error).
   void score(std::span<const batch_entry> batch) {
     check(batch, "score");
     decode(batch, true);
@@ -177,22 +182,17 @@ class batch_model {
         throw std::invalid_argument(where + "logits has " + std::to_string(e.logits.size()) +
                                     " floats, expected tokens.size() x vocab_size() = " +
                                     std::to_string(e.tokens.size() * vocab_));
-      if (e.tokens.size() > n_ctx_ - slots_[s].tokens.size())
+      if (e.tokens.size() > max_size() - slots_[s].tokens.size())
         throw std::length_error(where + std::to_string(e.tokens.size()) + " tokens after " +
-                                std::to_string(slots_[s].tokens.size()) +
-                                " exceed max_size() = " + std::to_string(n_ctx_));
+                                std::to_string(slots_[s].tokens.size()) + " exceed max_size() = " +
+                                std::to_string(max_size()) + " (n_ctx " + std::to_string(n_ctx_) +
+                                " / n_seq_max " + std::to_string(slots_.size()) + ")");
       rows += e.tokens.size();
     }
     if (rows > n_batch_)
       throw std::length_error("batch_model::" + std::string(who) + ": " + std::to_string(rows) +
                               " rows exceed max_batch_tokens() = " + std::to_string(n_batch_) +
                               " (one llama_decode; context_options.n_batch)");
-    if (rows > n_ctx_ - used_)
-      throw std::length_error("batch_model::" + std::string(who) + ": " + std::to_string(rows) +
-                              " new cells needed, but the live sequences hold " +
-                              std::to_string(used_) + " of the context's " +
-                              std::to_string(n_ctx_) +
-                              " KV cells (shared by all sequences; raise n_ctx)");
   }
 
   /// One llama_decode of the checked entries; rows copied in batch order when `logits`.

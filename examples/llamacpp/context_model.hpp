@@ -63,13 +63,15 @@ class context_model {
       throw std::invalid_argument("append: logits has " + std::to_string(logits.size()) +
                                   " floats, expected tokens.size() x vocab_size() = " +
                                   std::to_string(tokens.size() * vocab_));
-    decode_chunks(tokens, logits.data());
+    decode_chunks(tokens, "append", true, [&](std::size_t done, std::size_t n) {
+      for (std::size_t i = 0; i < n; ++i) copy_logits(i, logits.data() + (done + i) * vocab_);
+    });
   }
 
   /// append without logits: llama_decode with no output row (the classifier is skipped).
   void prefill(std::span<const token_id> tokens) {
     check_tokens(tokens, "prefill");
-    decode_chunks(tokens, nullptr);
+    decode_chunks(tokens, "prefill", false, [](std::size_t, std::size_t) {});
   }
 
   /// Keeps the first n tokens: llama_memory_seq_rm(seq 0, from n on).
@@ -120,37 +122,40 @@ class context_model {
     std::memcpy(out, row, vocab_ * sizeof(float));
   }
 
-  const gguf_model& model_;
-  llama_context_handle ctx_;
-  batch_handle batch_;
-  std::vector<token_id> tokens_;
-  std::size_t vocab_, n_batch_, max_size_;
-
- private:
-  /// Decodes `tokens` (already checked) in calls of at most n_batch, sequence 0, positions
-  /// following the context; writes their rows to `logits` unless it is null. All or nothing:
-  /// a failure in a later chunk truncates the earlier ones away again.
-  void decode_chunks(std::span<const token_id> tokens, float* logits) {
+  /// Decodes `tokens` (already checked) after the context in sequence 0, in llama_decode calls
+  /// of at most n_batch tokens, each token an output when `outputs`. After each call,
+  /// rows(done, n) copies what it needs of that call's n output rows (tokens done..done+n-1),
+  /// then those tokens join the context. All or nothing: when a call or `rows` throws, every
+  /// cell from the old size() on is removed (the failed chunk's too, which is in the cache but
+  /// not yet in tokens()), so the context is exactly as before.
+  template <class Rows>
+  void decode_chunks(std::span<const token_id> tokens, const char* who, bool outputs, Rows&& rows) {
     const std::size_t start = size();
     try {
       for (std::size_t done = 0; done < tokens.size();) {
         const std::size_t n = std::min(n_batch_, tokens.size() - done);
         batch_.clear();
         for (std::size_t i = 0; i < n; ++i)
-          batch_.add(tokens[done + i], static_cast<llama_pos>(size() + i), std::initializer_list<int>{0},
-                     logits != nullptr);
-        decode_or_throw(logits ? "append" : "prefill");
-        if (logits)
-          for (std::size_t i = 0; i < n; ++i) copy_logits(i, logits + (done + i) * vocab_);
+          batch_.add(tokens[done + i], static_cast<llama_pos>(size() + i),
+                     std::initializer_list<int>{0}, outputs);
+        decode_or_throw(who);
+        rows(done, n);
         tokens_.insert(tokens_.end(), tokens.begin() + static_cast<std::ptrdiff_t>(done),
                        tokens.begin() + static_cast<std::ptrdiff_t>(done + n));
         done += n;
       }
     } catch (...) {
-      if (size() > start) truncate(start);
+      llama_memory_seq_rm(ctx_.memory(), -1, static_cast<llama_pos>(start), -1);
+      tokens_.resize(start);
       throw;
     }
   }
+
+  const gguf_model& model_;
+  llama_context_handle ctx_;
+  batch_handle batch_;
+  std::vector<token_id> tokens_;
+  std::size_t vocab_, n_batch_, max_size_;
 };
 
 static_assert(LanguageModel<context_model> && PrefillLanguageModel<context_model>);

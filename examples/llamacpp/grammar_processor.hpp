@@ -38,10 +38,18 @@ namespace specdec::llamacpp {
  * grammar rejects next; it changes nothing else. A prefix holding a token the grammar rejects
  * (an n-gram draft, say) is unreachable under the grammar: its row is left as it is.
  *
- * Cost: the grammar states along the last prefix seen are kept (up to `window` of them), so a
- * row costs one grammar accept per token of its prefix past the longest common prefix with the
- * previous row: O(drafts) per decoding step, not O(history). A prefix diverging further back
- * than the window is replayed from the start (correct, slower). One O(V) grammar apply per row.
+ * Cost of a row: one O(V) grammar apply (llama_sampler_apply over the whole vocabulary, the
+ * largest part); a token-by-token comparison of its prefix with the previous row's, O(prefix)
+ * integer compares (the processor is handed the whole prefix and must read it to be a function
+ * of it); and one grammar accept per token past their common prefix. The grammar states along
+ * the last prefix are kept (up to `window` of them), so the accepts of a decoding step's rows
+ * are O(drafts), not O(history). A prefix diverging further back than the window is replayed
+ * from the start (correct, slower).
+ *
+ * A prefix after which the grammar admits no token at all (a dead end of the grammar, which
+ * only a draft the target rejects can reach when plain decoding never does) throws
+ * std::runtime_error: the drafters end their draft there, and the verifiers never process the
+ * row past a rejected draft.
  *
  * A copy shares the grammar and its cache with the original (a shared_ptr), so it can be put in
  * sampling_params::processor by value. Deterministic in the prefix. Not thread-safe (neither

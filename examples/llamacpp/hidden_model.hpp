@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
-#include <initializer_list>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -67,31 +66,31 @@ class hidden_model : public tree_model {
 
   /// append(tokens, logits), and row i of `hidden` the hidden state at tokens[i].
   void append(std::span<const token_id> tokens, std::span<float> logits, std::span<float> hidden) {
-    check_tokens(tokens, "append");
+    check_feed(tokens, "append");
     check_hidden(tokens.size(), hidden, "append");
     if (logits.size() != tokens.size() * vocab_)
       throw std::invalid_argument("append: logits has " + std::to_string(logits.size()) +
                                   " floats, expected tokens.size() x vocab_size() = " +
                                   std::to_string(tokens.size() * vocab_));
-    in_chunks(tokens, [&](std::span<const token_id> chunk, std::size_t done) {
-      tree_model::append(chunk, logits.subspan(done * vocab_, chunk.size() * vocab_));
-      copy_hidden(chunk.size(), hidden.data() + done * d_);
+    decode_chunks(tokens, "append", true, [&](std::size_t done, std::size_t n) {
+      for (std::size_t i = 0; i < n; ++i) copy_logits(i, logits.data() + (done + i) * vocab_);
+      copy_hidden(n, hidden.data() + done * d_);
     });
   }
 
-  /// The tokens fed without copying logits out: llama_decode in chunks of batch_size().
+  /// The tokens fed without copying logits out: llama_decode in chunks of batch_size(), every
+  /// token an output (an embeddings context computes every row anyway).
   void prefill(std::span<const token_id> tokens) {
-    check_prefill(tokens, "prefill");
-    in_chunks(tokens, [&](std::span<const token_id> chunk, std::size_t) { decode_chunk(chunk); });
+    check_feed(tokens, "prefill");
+    decode_chunks(tokens, "prefill", true, [](std::size_t, std::size_t) {});
   }
 
   /// prefill(tokens) writing the hidden rows.
   void prefill(std::span<const token_id> tokens, std::span<float> hidden) {
-    check_prefill(tokens, "prefill");
+    check_feed(tokens, "prefill");
     check_hidden(tokens.size(), hidden, "prefill");
-    in_chunks(tokens, [&](std::span<const token_id> chunk, std::size_t done) {
-      decode_chunk(chunk);
-      copy_hidden(chunk.size(), hidden.data() + done * d_);
+    decode_chunks(tokens, "prefill", true, [&](std::size_t done, std::size_t n) {
+      copy_hidden(n, hidden.data() + done * d_);
     });
   }
 
@@ -128,21 +127,10 @@ class hidden_model : public tree_model {
                                   std::to_string(hidden.size()) + " floats, expected " +
                                   "tokens.size() x hidden_size() = " + std::to_string(n * d_));
   }
-  void check_prefill(std::span<const token_id> tokens, const char* who) const {
+  void check_feed(std::span<const token_id> tokens, const char* who) const {
     if (pending_)
       throw std::logic_error(std::string(who) + ": a tree is pending; commit() comes first");
     check_tokens(tokens, who);
-  }
-
-  /// One llama_decode of `tokens` (at most batch_size()) after the context, sequence 0, every
-  /// token an output; the tokens join the context.
-  void decode_chunk(std::span<const token_id> tokens) {
-    batch_.clear();
-    for (std::size_t i = 0; i < tokens.size(); ++i)
-      batch_.add(tokens[i], static_cast<llama_pos>(size() + i), std::initializer_list<int>{0},
-                 true);
-    decode_or_throw("prefill");
-    tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
   }
 
   /// Rows 0..n-1 of the last llama_decode's embedding output (llama_get_embeddings_ith).
@@ -153,23 +141,6 @@ class hidden_model : public tree_model {
         throw llama_error("llama_get_embeddings_ith(" + std::to_string(i) +
                           ") returned no row (was the context made with embeddings on?)");
       std::memcpy(out + i * d_, row, d_ * sizeof(float));
-    }
-  }
-
-  /// f(chunk, offset) for chunks of at most batch_size() tokens (one llama_decode each, so that
-  /// each chunk's rows are still in llama.cpp's output when f copies them); all or nothing.
-  template <class F>
-  void in_chunks(std::span<const token_id> tokens, F&& f) {
-    const std::size_t start = size();
-    try {
-      for (std::size_t done = 0; done < tokens.size();) {
-        const std::size_t n = std::min(n_batch_, tokens.size() - done);
-        f(tokens.subspan(done, n), done);
-        done += n;
-      }
-    } catch (...) {
-      if (size() > start) truncate(start);
-      throw;
     }
   }
 

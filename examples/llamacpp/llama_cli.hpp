@@ -127,9 +127,9 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
   app.add_option("--grammar-file", c.grammar_file, "GBNF grammar file");
   app.add_option("--grammar", c.grammar, "GBNF grammar text");
   app.add_flag("--ignore-eos", c.ignore_eos, "do not stop at end-of-generation tokens");
-  app.add_option("--parallel", c.parallel, "serve N requests together in one context (one "
-                                          "llama_decode per step for all): the lines of -f, or -p "
-                                          "N times; also -np");
+  app.add_option("--parallel", c.parallel,
+                 "serve N requests together in one context (one llama_decode per step for all), "
+                 "each with -c / N of its cells: the lines of -f, or -p N times; also -np");
   app.add_flag("--json", c.json, "one JSON object on stdout at the end");
   app.add_flag("--compare-plain", c.compare_plain, "also time plain decoding, print the speed-up");
   try {

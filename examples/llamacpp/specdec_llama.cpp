@@ -10,6 +10,7 @@
 // specdec::speed_policy), and plain decoding is chosen when no shape is predicted to pay.
 //
 //   specdec-llama -m target.gguf -md draft.gguf -p "The machine" -n 100 --temp 0 --compare-plain
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -285,12 +286,13 @@ int run_parallel(const llama_cli_options& c) {
                                   " tokens leaves no room in the model's context of " +
                                   std::to_string(target_file.trained_context()));
     // At most the model's trained context per request (-n -1: until it is full).
-    cells += prompts.back().size() +
-             std::min(c.n_predict, target_file.trained_context() - prompts.back().size());
+    const std::size_t n = prompts.back().size();
+    cells = std::max(cells, n + std::min(c.n_predict, target_file.trained_context() - n));
   }
-  // The sequences share the context's cells: by default room for every request in full.
+  // Each request may hold n_ctx / -np of the context's cells (batch_model::max_size(), as
+  // llama-server splits -c among its slots): by default room for the longest request in full.
   context_options bco = co;
-  bco.n_ctx = c.ctx_size ? c.ctx_size : cells;
+  bco.n_ctx = c.ctx_size ? c.ctx_size : cells * c.parallel;
   batch_model model(target_file, batch_context_options(c.parallel, bco));
   const std::vector<specdec::token_id> stops =
       c.ignore_eos ? std::vector<specdec::token_id>{} : end_of_generation_tokens(target_file);

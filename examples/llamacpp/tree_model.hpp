@@ -39,11 +39,12 @@ inline context_options tree_options(std::size_t leaves, context_options o = {}) 
 
 /**
  * context_model plus append_tree/commit (specdec::TreeLanguageModel). The context must be made
- * with kv_unified (the default) and n_seq_max at least the most leaves a tree will have (at most
- * 256, llama.cpp's LLAMA_MAX_SEQ); a tree with more leaves, more nodes than batch_size() or than
- * fit in max_size() after the context is refused with std::invalid_argument / std::length_error
- * before llama.cpp is called. While a tree is pending, only commit() is accepted. Not
- * thread-safe.
+ * with kv_unified (the default); n_seq_max bounds the leaves of a tree (at most 256, llama.cpp's
+ * LLAMA_MAX_SEQ) and n_batch its nodes, limits it reports as max_tree_leaves() and
+ * max_tree_size(), within which the decoders draft. A tree with more leaves, more nodes than
+ * batch_size() or than fit in max_size() after the context is refused with
+ * std::invalid_argument / std::length_error before llama.cpp is called. While a tree is pending,
+ * only commit() is accepted. Not thread-safe.
  */
 class tree_model : public context_model {
  public:
@@ -52,8 +53,11 @@ class tree_model : public context_model {
       : context_model(model, check_options(options)),
         max_leaves_(llama_n_seq_max(ctx_.get())) {}
 
-  /// The most leaves one tree may have (the context's n_seq_max).
-  std::size_t max_leaves() const noexcept { return max_leaves_; }
+  /// The most nodes one append_tree takes: one llama_decode, so batch_size() (n_batch). The
+  /// decoders read it and draft trees within it (TreeLanguageModel's optional limits).
+  std::size_t max_tree_size() const noexcept { return n_batch_; }
+  /// The most leaves one tree may have: a sequence each, so the context's n_seq_max.
+  std::size_t max_tree_leaves() const noexcept { return max_leaves_; }
 
   void append(std::span<const token_id> tokens, std::span<float> logits) {
     check_no_pending("append");

@@ -1,7 +1,8 @@
 // tests/llamacpp/llamacpp_batch_test.cpp - batch_model (llamacpp/batch_model.hpp): several
 // sequences of one llama.cpp context against the batch conformance kit (g1-g4, g6), F32 and
 // Q8_0; specdec::batch_decoder on it gives every sequence the greedy output of decoding it alone
-// (plain, and with a GGUF draft model per sequence); bad input and full contexts refused.
+// (plain, and with a GGUF draft model per sequence); bad input and full contexts refused; a
+// request longer than its share of the cells ends context_full.
 #include "common.hpp"
 
 #include <algorithm>
@@ -155,10 +156,10 @@ TEST_CASE("batch_decoder on batch_model: each sequence's greedy output is its ou
 
 TEST_CASE("batch_model: sequences, trees and full contexts are refused by name") {
   batch_model m(t::target(),
-                batch_context_options(2, {.n_ctx = 256, .n_batch = 128, .n_threads = 1}));
-  REQUIRE(m.max_size() == 256);
+                batch_context_options(2, {.n_ctx = 256, .n_batch = 64, .n_threads = 1}));
+  REQUIRE(m.max_size() == 128);  // n_ctx 256 shared by 2 sequences
   CHECK(m.max_sequences() == 2);
-  CHECK(m.max_batch_tokens() == 128);
+  CHECK(m.max_batch_tokens() == 64);
   const auto a = m.create_sequence(), b = m.create_sequence();
   REQUIRE_THROWS_WITH(m.create_sequence(),
                       Catch::StartsWith("batch_model::create_sequence: 2 sequences are live"));
@@ -170,33 +171,28 @@ TEST_CASE("batch_model: sequences, trees and full contexts are refused by name")
   REQUIRE_THROWS_WITH(m.score(std::span<const specdec::batch_entry>(&tree, 1)),
                       "batch_model::score: entry 0 (sequence " + std::to_string(a) +
                           "): a token tree; batch_model scores chains only");
-  const std::vector<token_id> many(129, 303);
+  const std::vector<token_id> many(65, 303);
   REQUIRE_THROWS_WITH(m.prefill(a, many),
-                      "batch_model::prefill: 129 rows exceed "
-                      "max_batch_tokens() = 128 (one llama_decode; "
+                      "batch_model::prefill: 65 rows exceed "
+                      "max_batch_tokens() = 64 (one llama_decode; "
                       "context_options.n_batch)");
-  // 128 + 128 cells fill the context; one more token for either sequence is refused.
-  const std::span<const token_id> half = std::span<const token_id>(many).first(128);
-  m.prefill(a, half);
-  m.prefill(b, half);
+  // Each sequence holds at most n_ctx / n_seq_max = 128 cells; one more token is refused.
+  const std::span<const token_id> call = std::span<const token_id>(many).first(64);
+  for (const auto id : {a, b, a, b}) m.prefill(id, call);
   REQUIRE(m.cells_used() == 256);
   const specdec::batch_entry more{
       b, std::span<const token_id>(chain).first(1), {}, std::span<float>(rows).first(v)};
   REQUIRE_THROWS_WITH(m.score(std::span<const specdec::batch_entry>(&more, 1)),
-                      "batch_model::score: 1 new cells needed, but the live sequences hold 256 "
-                      "of the context's 256 KV cells (shared by all sequences; raise n_ctx)");
+                      "batch_model::score: entry 0 (sequence " + std::to_string(b) +
+                          "): 1 tokens after 128 exceed max_size() = 128 (n_ctx 256 / "
+                          "n_seq_max 2)");
   CHECK(m.size(b) == 128);
-  m.truncate(a, 120);
-  m.score(std::span<const specdec::batch_entry>(&more, 1));
-  CHECK(m.size(b) == 129);
+  m.truncate(a, 120);  // a's room is its own: 8 tokens fit beside a full b
   const std::vector<token_id> eight(8, 303);
   const specdec::batch_entry full{a, eight, {}, std::span<float>(rows).first(8 * v)};
-  REQUIRE_THROWS_WITH(m.score(std::span<const specdec::batch_entry>(&full, 1)),
-                      "batch_model::score: 8 new cells needed, but the live sequences hold 249 "
-                      "of the context's 256 KV cells (shared by all sequences; raise n_ctx)");
-  m.release_sequence(b);
   m.score(std::span<const specdec::batch_entry>(&full, 1));
   CHECK(m.size(a) == 128);
+  m.release_sequence(b);
   REQUIRE_THROWS_WITH(m.size(b), "batch_model::size: sequence " + std::to_string(b) +
                                      " is unknown (never created, or released)");
   const auto c = m.create_sequence();
@@ -205,7 +201,8 @@ TEST_CASE("batch_model: sequences, trees and full contexts are refused by name")
   // The context holds what the adapter says: a's last row equals a fresh sequence's.
   std::vector<token_id> prefix(120, 303);
   prefix.insert(prefix.end(), 8, 303);
-  m.prefill(c, std::span<const token_id>(prefix).first(127));
+  m.prefill(c, std::span<const token_id>(prefix).first(64));
+  m.prefill(c, std::span<const token_id>(prefix).subspan(64, 63));
   std::vector<float> ra(v), rc(v);
   m.truncate(a, 127);
   const std::vector<token_id> last{303};
@@ -213,4 +210,35 @@ TEST_CASE("batch_model: sequences, trees and full contexts are refused by name")
   m.score(std::span<const specdec::batch_entry>(&ea, 1));
   m.score(std::span<const specdec::batch_entry>(&ec, 1));
   CHECK(ra == rc);
+}
+
+TEST_CASE("batch_decoder on batch_model: a long request ends context_full beside another") {
+  // Two sequences share n_ctx = 256 cells, 128 each (max_size()). The long request asks for
+  // more tokens than its share and must end context_full with its tokens, greedy output as
+  // decoded alone (Q8_0: the rows are the same bits in a batch), not fail for lack of cells the
+  // other request holds.
+  batch_model m(t::target_q8(), batch_context_options(2, {.n_ctx = 256, .n_threads = 1}));
+  REQUIRE(m.max_size() == 128);
+  std::size_t other_tokens = 0;
+  SECTION("beside a short request that finished and keeps its cells") { other_tokens = 20; }
+  SECTION("beside another long request: the two use every cell") { other_tokens = 400; }
+  const auto& long_prompt = t::prompts[0];
+  const auto alone = plain_greedy(t::target_q8(), long_prompt, 200);
+  using drafter_t = specdec::model_drafter<context_model>;
+  context_model draft_a(t::draft(), {.n_ctx = 256, .n_threads = 1});
+  context_model draft_b(t::draft(), {.n_ctx = 256, .n_threads = 1});
+  drafter_t drafter_a(draft_a), drafter_b(draft_b);
+  specdec::batch_decoder<batch_model, drafter_t> decoder(m);
+  const auto other_id = decoder.add(t::prompts[1], greedy(other_tokens, 4), drafter_a);
+  const auto long_id = decoder.add(long_prompt, greedy(400, 4), drafter_b);
+  decoder.run();
+  INFO(decoder.error(other_id) << decoder.error(long_id));
+  CHECK(decoder.status(other_id) == specdec::sequence_status::finished);
+  REQUIRE(decoder.status(long_id) == specdec::sequence_status::finished);
+  const auto r = decoder.result(long_id);
+  CHECK(r.reason == specdec::stop_reason::context_full);
+  CHECK(long_prompt.size() + r.tokens.size() == m.max_size());
+  CHECK(std::equal(r.tokens.begin(), r.tokens.end(), alone.begin()));
+  if (other_tokens > m.max_size())
+    CHECK(decoder.result(other_id).reason == specdec::stop_reason::context_full);
 }

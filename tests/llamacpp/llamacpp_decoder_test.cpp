@@ -2,7 +2,8 @@
 // speculative output (a GGUF draft model in chains and trees, n-gram lookup, block verification)
 // equals plain greedy decoding through the same adapter token for token (plain decoding = one
 // llama_decode per token, as llama.cpp's own examples do), the reference continuation of run.c
-// comes out, and sampled runs repeat at a fixed seed.
+// comes out, sampled runs repeat at a fixed seed, and a tree shape beyond the context's limits
+// is drafted smaller rather than refused.
 #include "common.hpp"
 
 #include <llama2c/reference.hpp>
@@ -82,6 +83,40 @@ TEST_CASE("llamacpp decoder: greedy speculative output equals plain greedy, ever
       o.tree = {4, 1, 1, 1};
       CHECK(decoder.generate(prompt, o).tokens == plain);
     }
+  }
+}
+
+TEST_CASE("llamacpp decoder: a tree option beyond tree_model's limits is drafted smaller") {
+  // The shape asks for more than one llama_decode of the context takes; the decoder reads
+  // max_tree_leaves() (n_seq_max) and max_tree_size() (n_batch) and cuts the tree's depth,
+  // so every step still drafts (a smaller tree) and the output is plain greedy's.
+  const std::size_t n = 60;
+  const auto& prompt = t::prompts[0];
+  const auto plain = plain_greedy(t::target(), prompt, n);
+  context_model draft(t::draft(), {.n_ctx = 256});
+  specdec::model_drafter drafter(draft);
+  specdec::generate_options o;
+  o.max_new_tokens = n;
+  o.sampling.temperature = 0.0f;
+  SECTION("2 leaves (n_seq_max = 2), tree 2x3: depth 1 kept") {
+    tree_model target(t::target(), tree_options(2, {.n_ctx = 256}));
+    CHECK(target.max_tree_leaves() == 2);
+    specdec::speculative_decoder decoder(target, drafter);
+    o.tree = {2, 3};
+    const auto r = decoder.generate(prompt, o);
+    CHECK(r.tokens == plain);
+    CHECK(r.stats.drafted_nodes > 0);
+    CHECK(r.stats.accepted_tokens > 0);
+  }
+  SECTION("n_batch = 4 nodes, tree 2x2x2 (15 nodes with the root): depth 1 kept") {
+    tree_model target(t::target(), tree_options(4, {.n_ctx = 256, .n_batch = 4}));
+    CHECK(target.max_tree_size() == 4);
+    specdec::speculative_decoder decoder(target, drafter);
+    o.tree = {2, 2, 2};
+    const auto r = decoder.generate(prompt, o);
+    CHECK(r.tokens == plain);
+    CHECK(r.stats.drafted_nodes > 0);
+    CHECK(r.stats.accepted_tokens > 0);
   }
 }
 

@@ -2,9 +2,11 @@
 // (llamacpp/grammar_processor.hpp): greedy speculative output with the grammar equals plain
 // greedy with the grammar token for token (draft model chains, trees in one llama_decode, n-gram
 // lookup, whose drafts the grammar may reject), every output is accepted by the grammar, sampled
-// output obeys it too, and a grammar that cannot be read or parsed is refused naming its file.
+// output obeys it too, a dead end of the grammar met only past a rejected draft changes nothing,
+// and a grammar that cannot be read or parsed is refused naming its file.
 #include "common.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include <llamacpp/context_model.hpp>
 #include <llamacpp/grammar_processor.hpp>
 #include <llamacpp/tree_model.hpp>
+#include <llamacpp/vocab_text.hpp>
 #include <specdec/specdec.hpp>
 
 using specdec::token_id;
@@ -33,6 +36,18 @@ std::vector<token_id> plain(const gguf_model& model, std::span<const token_id> p
   o.tree.clear();
   return decoder.generate(prompt, o).tokens;
 }
+
+/// Proposes the same tokens every step (deterministic: no q rows).
+struct fixed_drafter {
+  std::vector<token_id> tokens;
+  void propose(std::span<const token_id>, std::size_t k, const specdec::sampling_params&,
+               specdec::rng&, specdec::draft& out) {
+    out.clear();
+    for (std::size_t i = 0; i < std::min(k, tokens.size()); ++i) out.tokens.push_back(tokens[i]);
+  }
+  void accept(std::span<const token_id>) {}
+  void reset() {}
+};
 
 }  // namespace
 
@@ -142,4 +157,61 @@ TEST_CASE("llamacpp grammar: copies share the cache - a prefix off the prompt is
   CHECK(allowed < row.size() / 4);
   const std::vector<token_id> other{1, 304};
   REQUIRE_THROWS_WITH(g(other, row), Catch::Contains("does not start with the prompt"));
+}
+
+TEST_CASE("llamacpp grammar: a dead end reached only through a rejected draft ends that draft") {
+  // Lower-case words, or " I" then a NUL, which no token can produce: " I" (one token) is a
+  // legal next token after which nothing is, and the processor throws there. The target never
+  // takes it under the grammar (plain greedy completes); drafts do, so the dead end is met only
+  // past a draft the target rejects: the verifier must not process the row past a rejected
+  // draft, and the draft model's drafter must end its draft there instead of failing the step.
+  const char* const dead_gbnf = "root ::= (\" \" word)+\nword ::= [a-z]+ | \"I\" \"\\x00\"\n";
+  auto g = grammar_processor::from_text(t::target(), dead_gbnf, "dead-end.gbnf");
+  const token_id way_in = 303;
+  REQUIRE(piece(t::target(), way_in) == " I");
+  std::size_t dead_ends = 0;
+  auto counting = [&](std::span<const token_id> prefix, std::span<float> logits) {
+    try {
+      g(prefix, logits);
+    } catch (const std::runtime_error&) {
+      ++dead_ends;
+      throw;
+    }
+  };
+  std::vector<float> row(t::target().vocab_size());
+  std::size_t drafter_dead_ends = 0;
+  for (const auto& prompt : t::prompts) {
+    g.start(prompt);
+    std::vector<token_id> past = prompt;
+    past.push_back(way_in);
+    REQUIRE_THROWS_WITH(counting(past, row), Catch::Contains("no token of the vocabulary"));
+    specdec::generate_options o;
+    o.max_new_tokens = 80;
+    o.sampling.temperature = 0.0f;
+    o.sampling.processor = counting;
+    g.start(prompt);
+    const auto want = plain(t::target(), prompt, o);
+    REQUIRE(want.size() == o.max_new_tokens);
+    REQUIRE(std::find(want.begin(), want.end(), way_in) == want.end());
+    CHECK(g.accepts(want));
+
+    tree_model target(t::target(), tree_options(8, {.n_ctx = 256}));
+    fixed_drafter into_dead_end{{way_in, way_in}};  // every step, the way in
+    specdec::speculative_decoder fixed(target, into_dead_end);
+    o.draft_length = 2;
+    g.start(prompt);
+    dead_ends = 0;
+    CHECK(fixed.generate(prompt, o).tokens == want);
+    CHECK(dead_ends == 0);  // the row past the rejected " I" is never processed
+
+    context_model draft(t::draft(), {.n_ctx = 256});
+    specdec::model_drafter drafter(draft);
+    specdec::speculative_decoder wide(target, drafter);
+    o.tree = {8, 1, 1};  // the draft's 8 best first tokens: " I" among them at times
+    g.start(prompt);
+    dead_ends = 0;
+    CHECK(wide.generate(prompt, o).tokens == want);
+    drafter_dead_ends += dead_ends;
+  }
+  CHECK(drafter_dead_ends > 0);  // the draft model did walk into the dead end
 }

@@ -1,7 +1,8 @@
 // tests/llamacpp/llamacpp_hidden_test.cpp - hidden_model (llamacpp/hidden_model.hpp) against the
 // conformance kit with the hidden-row check (F32 and Q8_0); its hidden rows against llama2.c's
 // engine on the checkpoint the GGUF was converted from; the classifier and embedding read from
-// the GGUF against the checkpoint's; bad input refused.
+// the GGUF against the checkpoint's; bad input refused; an append failing after its llama_decode
+// undone whole.
 #include "common.hpp"
 
 #include <algorithm>
@@ -139,4 +140,34 @@ TEST_CASE("hidden_model: bad input is refused, nothing changes") {
   CHECK(m.tokens()[3] == 7);
   REQUIRE_THROWS_WITH(hidden_model(t::target(), {.n_batch = 0}),
                       "context_options.n_batch: must be >= 1");
+}
+
+TEST_CASE("hidden_model: an append whose rows cannot be copied leaves the context as before") {
+  // A llama_decode that succeeds and a row copy that then fails: the chunk's cells are in the
+  // KV cache but its tokens not yet in the context (context_model::decode_chunks). llama.cpp
+  // hands out no logits row only when misused, so the failure comes from the hidden rows: the
+  // context's embeddings switched off (llama_set_embeddings) make llama_get_embeddings_ith
+  // return none. Afterwards size(), the KV cells and the next append's rows are a fresh
+  // context's (Q8_0: the same bits).
+  for (const std::size_t n_batch : {std::size_t{64}, std::size_t{2}}) {  // one chunk, several
+    INFO("n_batch " << n_batch);
+    const auto options = hidden_options(tree_options(1, {.n_ctx = 64, .n_batch = n_batch}));
+    hidden_model m(t::target_q8(), options), fresh(t::target_q8(), options);
+    const std::size_t v = m.vocab_size(), d = m.hidden_size();
+    const std::vector<token_id> prompt{1, 303, 281}, more{269, 435, 447};
+    std::vector<float> logits(more.size() * v), hidden(more.size() * d);
+    m.prefill(prompt);
+    fresh.prefill(prompt);
+    llama_set_embeddings(m.context(), false);
+    REQUIRE_THROWS_AS(m.append(more, logits, hidden), llama_error);
+    CHECK(m.size() == prompt.size());
+    CHECK(llama_memory_seq_pos_max(llama_get_memory(m.context()), 0) ==
+          static_cast<llama_pos>(prompt.size()) - 1);
+    llama_set_embeddings(m.context(), true);
+    std::vector<float> want(logits.size()), want_hidden(hidden.size());
+    m.append(more, logits, hidden);
+    fresh.append(more, want, want_hidden);
+    CHECK(logits == want);
+    CHECK(hidden == want_hidden);
+  }
 }
