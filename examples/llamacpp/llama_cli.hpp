@@ -123,7 +123,9 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
                  "a draft model stops below this top probability");
   app.add_option("--tree", tree, "a token tree per step, branching per level (e.g. 2x2x1); a fixed "
                                  "shape (the speed policy is off)");
-  app.add_option("--verification", verification, "token | block (chains)");
+  app.add_option("--verification", verification,
+                 "token | block (chains) | coupled (the same tokens as plain decoding with the "
+                 "same seed) | sample-match (llama.cpp's rule, greedy drafts)");
   app.add_option("--grammar-file", c.grammar_file, "GBNF grammar file");
   app.add_option("--grammar", c.grammar, "GBNF grammar text");
   app.add_flag("--ignore-eos", c.ignore_eos, "do not stop at end-of-generation tokens");
@@ -193,8 +195,12 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
                         " sequences (LLAMA_MAX_SEQ)");
   }
   if (verification == "block") c.verification = specdec::chain_verification::block;
+  else if (verification == "coupled") c.verification = specdec::chain_verification::coupled;
+  else if (verification == "sample-match")
+    c.verification = specdec::chain_verification::sample_match;
   else if (verification != "token")
-    throw usage_error("--verification: '" + verification + "' is not token or block");
+    throw usage_error("--verification: '" + verification +
+                      "' is not token, block, coupled or sample-match");
   if (c.verification == specdec::chain_verification::block && !c.tree.empty())
     throw usage_error("--verification block: applies to chains, not to --tree");
   if (c.prompt.empty() == c.prompt_file.empty() && !(c.prompt.empty() && c.prompt_file.empty()))

@@ -73,6 +73,26 @@ specdec::llama2c::heads_record load_heads(const std::string& path, const gguf_mo
 specdec::weight_view view(const specdec::row_matrix& m) { return {m.data(), m.rows(), m.cols()}; }
 
 /// The context options -c, -t and -fa ask for (target and draft contexts alike).
+const char* verification_name(specdec::chain_verification v) {
+  switch (v) {
+    case specdec::chain_verification::block:
+      return "block";
+    case specdec::chain_verification::coupled:
+      return "coupled";
+    case specdec::chain_verification::sample_match:
+      return "sample-match";
+    default:
+      return "token";
+  }
+}
+
+// Whether a run promises plain decoding's very tokens: greedy, or coupled / sample-and-match
+// verification with the same seed.
+bool same_tokens_promised(const llama_cli_options& c) {
+  return c.sampling.greedy() || c.verification == specdec::chain_verification::coupled ||
+         c.verification == specdec::chain_verification::sample_match;
+}
+
 context_options cli_context_options(const llama_cli_options& c) {
   return {.n_ctx = c.ctx_size,
           .n_threads = c.threads,
@@ -103,7 +123,7 @@ json options_json(const llama_cli_options& c, const specdec::generate_options& o
   j["draft_min"] = c.draft_min;
   j["draft_p_min"] = c.draft_p_min;
   j["tree"] = c.tree;
-  j["verification"] = c.verification == specdec::chain_verification::block ? "block" : "token";
+  j["verification"] = verification_name(c.verification);
   j["grammar_file"] = c.grammar_file;
   j["grammar"] = c.grammar;
   return j;
@@ -204,7 +224,7 @@ int run(const llama_cli_options& c) {
       if (!c.json)
         std::printf("plain: %.1f tokens/s; speed-up: %.2fx (tokens/s, prompt excluded)%s\n",
                     p.stats.tokens_per_second(), speedup,
-                    c.sampling.greedy() ? (p.tokens == r.tokens ? "; identical output: yes"
+                    same_tokens_promised(c) ? (p.tokens == r.tokens ? "; identical output: yes"
                                                                 : "; identical output: NO")
                                         : "");
     }
@@ -402,7 +422,7 @@ int run_parallel(const llama_cli_options& c) {
     if (!c.json)
       std::printf("plain, one request after another: %.1f tokens/s; speed-up: %.2fx%s\n", plain_tps,
                   batch_tps / plain_tps,
-                  c.sampling.greedy() ? (same == c.parallel ? "; identical outputs: yes"
+                  same_tokens_promised(c) ? (same == c.parallel ? "; identical outputs: yes"
                                                             : "; identical outputs: NO")
                                       : "");
   }

@@ -1,6 +1,6 @@
 // tests/llamacpp/llamacpp_cli_test.cpp - specdec-llama's command line (llamacpp/llama_cli.hpp):
 // the tree flag's bounds (a sequence per leaf, at most llama.cpp's 256), --grammar-file and
-// --grammar, -fa, --draft heads:FILE, -np.
+// --grammar, -fa, --draft heads:FILE, -np, --verification.
 // Parsing loads nothing, so this runs without the GGUF models.
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
@@ -82,4 +82,19 @@ TEST_CASE("specdec-llama cli: --spec-draft-n-min and -p-min act on a draft model
   REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "-md", "d.gguf", "-np", "2",
                                        "--spec-draft-n-min", "2"}),
                       "-np: --spec-draft-n-min is not supported with --parallel");
+}
+
+TEST_CASE("specdec-llama cli: --verification token | block | coupled | sample-match") {
+  using specdec::chain_verification;
+  CHECK(parse_llama_cli({"-m", "t.gguf"}).verification == chain_verification::token);
+  CHECK(parse_llama_cli({"-m", "t.gguf", "--verification", "coupled"}).verification ==
+        chain_verification::coupled);
+  CHECK(parse_llama_cli({"-m", "t.gguf", "--verification", "sample-match"}).verification ==
+        chain_verification::sample_match);
+  // coupled verifies trees too; block does not.
+  CHECK(parse_llama_cli({"-m", "t.gguf", "-md", "d.gguf", "--tree", "2x2", "--verification",
+                         "coupled"})
+            .tree.size() == 2);
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "--verification", "gumbel"}),
+                      "--verification: 'gumbel' is not token, block, coupled or sample-match");
 }

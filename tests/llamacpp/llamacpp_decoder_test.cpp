@@ -145,3 +145,35 @@ TEST_CASE("llamacpp decoder: a prompt longer than the context is refused, naming
                                       std::to_string(target.max_size())));
   CHECK(target.size() == 0);
 }
+
+TEST_CASE("llamacpp decoder: coupled sampling emits plain decoding's tokens with the same seed") {
+  // Sampled, T = 0.8 with top-k 40 and top-p 0.95 (llama.cpp's defaults), seeds 1..3: the draft
+  // model's chains and trees in one llama_decode give plain coupled decoding's very tokens.
+  for (const auto& prompt : t::prompts) {
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+      specdec::generate_options o;
+      o.max_new_tokens = 60;
+      o.sampling.temperature = 0.8f;
+      o.sampling.top_k = 40;
+      o.sampling.top_p = 0.95f;
+      o.sampling.seed = seed;
+      o.verification = specdec::chain_verification::coupled;
+      context_model plain_model(t::target(), {.n_ctx = 256});
+      const auto plain = specdec::generate_autoregressive(plain_model, prompt, o).tokens;
+      tree_model target(t::target(), tree_options(32, {.n_ctx = 256}));
+      context_model draft(t::draft(), {.n_ctx = 256});
+      specdec::model_drafter drafter(draft);
+      specdec::speculative_decoder decoder(target, drafter);
+      for (const std::size_t k : {2u, 5u}) {
+        o.draft_length = k;
+        INFO("seed " << seed << ", K = " << k);
+        const auto r = decoder.generate(prompt, o);
+        CHECK(r.tokens == plain);
+        CHECK(r.stats.accepted_tokens > 0);
+      }
+      o.tree = {2, 2, 1};
+      INFO("seed " << seed << ", tree 2x2x1");
+      CHECK(decoder.generate(prompt, o).tokens == plain);
+    }
+  }
+}
