@@ -54,7 +54,9 @@ enum class sequence_status {
  * (speculative_decoder on sequence_view) produces with the same prompt, options (seed
  * included) and drafter, provided the model keeps its rows independent of the rest of the batch
  * (BatchLanguageModel's contract) and the K policy is off (with it on, greedy outputs are still
- * the same; sampled ones are equally distributed but not the same draws).
+ * the same, and so are sampled ones under coupled verification; other sampled ones are equally
+ * distributed but not the same draws). Under coupled verification a sequence's tokens are plain
+ * decoding's with its seed, whatever joins or leaves the batch.
  *
  * Failures stay with their sequence: a drafter that throws or proposes a token outside the
  * vocabulary, logits the verifier refuses (NaN, +inf), an entry the model refuses (found by
