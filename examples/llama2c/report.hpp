@@ -30,6 +30,22 @@ inline const char* stop_reason_name(specdec::stop_reason r) {
   return "unknown";
 }
 
+/// The name of a verification rule as both command lines spell it ("token", "block", "coupled",
+/// "sample-match").
+inline const char* verification_name(specdec::chain_verification v) {
+  switch (v) {
+    case specdec::chain_verification::token:
+      return "token";
+    case specdec::chain_verification::block:
+      return "block";
+    case specdec::chain_verification::coupled:
+      return "coupled";
+    case specdec::chain_verification::sample_match:
+      return "sample-match";
+  }
+  return "unknown";
+}
+
 inline const char* draft_kind_name(draft_kind d) {
   switch (d) {
     case draft_kind::none:
@@ -84,6 +100,7 @@ inline nlohmann::ordered_json options_json(const cli_options& c) {
     d["ngram"] = {
         {"min", c.ngram.min_ngram}, {"max", c.ngram.max_ngram}, {"candidates", c.ngram_candidates}};
   d["tree"] = c.tree;  // [] for chains
+  d["verification"] = verification_name(c.verification);
   d["replacement"] = c.draw == specdec::candidate_draw::without_replacement ? "without" : "with";
   j["draft"] = d;
   j["compare_plain"] = c.compare_plain;

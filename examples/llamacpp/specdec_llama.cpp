@@ -73,19 +73,6 @@ specdec::llama2c::heads_record load_heads(const std::string& path, const gguf_mo
 specdec::weight_view view(const specdec::row_matrix& m) { return {m.data(), m.rows(), m.cols()}; }
 
 /// The context options -c, -t and -fa ask for (target and draft contexts alike).
-const char* verification_name(specdec::chain_verification v) {
-  switch (v) {
-    case specdec::chain_verification::block:
-      return "block";
-    case specdec::chain_verification::coupled:
-      return "coupled";
-    case specdec::chain_verification::sample_match:
-      return "sample-match";
-    default:
-      return "token";
-  }
-}
-
 // Whether a run promises plain decoding's very tokens: greedy, or coupled / sample-and-match
 // verification with the same seed.
 bool same_tokens_promised(const llama_cli_options& c) {
@@ -123,7 +110,7 @@ json options_json(const llama_cli_options& c, const specdec::generate_options& o
   j["draft_min"] = c.draft_min;
   j["draft_p_min"] = c.draft_p_min;
   j["tree"] = c.tree;
-  j["verification"] = verification_name(c.verification);
+  j["verification"] = specdec::llama2c::verification_name(c.verification);
   j["grammar_file"] = c.grammar_file;
   j["grammar"] = c.grammar;
   return j;

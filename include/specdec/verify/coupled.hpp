@@ -83,6 +83,17 @@ void verify_tree_by_draws(const char* who, const token_tree& tree, logits_view t
   }
 }
 
+// Sample-and-match's draw of a row: the argmax when greedy, else a sample of the warped row
+// (held in ws.weights) with the generator, as plain decoding with that rule draws it.
+inline auto generator_draw(const sampling_params& sp, rng& gen, coupled_workspace& ws) {
+  return [&sp, &gen, &ws](std::size_t, std::span<const float> row) {
+    if (sp.greedy()) return argmax(row);
+    ws.weights.resize(row.size());
+    warp(row, sp, ws.weights, ws.warp);
+    return sample(ws.weights, gen);
+  };
+}
+
 }  // namespace detail
 
 /**
@@ -147,12 +158,7 @@ verify_result verify_sample_match(logits_view target, std::span<const token_id> 
   ws.reserve(static_cast<std::size_t>(target.cols()));
   return detail::verify_by_draws(
       "verify_sample_match", target, drafts,
-      [&](std::size_t, std::span<const float> row) {
-        if (sp.greedy()) return argmax(row);
-        ws.weights.resize(row.size());
-        warp(row, sp, ws.weights, ws.warp);
-        return sample(ws.weights, gen);
-      },
+      detail::generator_draw(sp, gen, ws),
       on_read);
 }
 
@@ -165,12 +171,7 @@ void verify_tree_sample_match(const token_tree& tree, logits_view target,
   ws.reserve(static_cast<std::size_t>(target.cols()));
   detail::verify_tree_by_draws(
       "verify_tree_sample_match", tree, target,
-      [&](std::size_t, std::span<const float> row) {
-        if (sp.greedy()) return argmax(row);
-        ws.weights.resize(row.size());
-        warp(row, sp, ws.weights, ws.warp);
-        return sample(ws.weights, gen);
-      },
+      detail::generator_draw(sp, gen, ws),
       out, on_read);
 }
 
