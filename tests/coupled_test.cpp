@@ -116,25 +116,27 @@ TEST_CASE("coupled: coupled_sample's fast path from logits draws the same law as
   CHECK(agree >= static_cast<std::size_t>(trials) - 2);  // the two paths round p apart by 1 ulp
 }
 
-TEST_CASE("coupled: the screen of the fast path keeps the law on a flat row of 3000 tokens") {
+TEST_CASE("coupled: the fast paths keep the law on a flat row of 3000 tokens") {
   // Every token matters here (p from 1e-4 to 1e-3), so a screen that dropped candidates, on the
   // packets or in the scalar tail, would show.
   const std::size_t v = 3000;
   std::vector<float> logits(v);
   specdec::rng g(9);
   for (auto& x : logits) x = static_cast<float>(2.0 * g.uniform_open() - 1.0);
-  const sampling_params sp = at(0.7f);
-  std::vector<float> p(v);
-  specdec::warp(logits, sp, p);
-  specdec::coupled_workspace ws;
-  std::vector<std::size_t> counts(v, 0);
-  const int trials = 90000;
-  for (int t = 0; t < trials; ++t)
-    counts[static_cast<std::size_t>(
-        specdec::coupled_sample(logits, sp, coupled_key(17, static_cast<std::size_t>(t)), ws))]++;
-  const auto chi = specdec::test::chi_square(counts, std::vector<double>(p.begin(), p.end()));
-  INFO(chi.describe());
-  CHECK(chi.pass());
+  // Temperature alone, and top-p alone (the race's winner tested against the nucleus).
+  for (const sampling_params& sp : {at(0.7f), at(0.7f, 0, 0.6f)}) {
+    std::vector<float> p(v);
+    specdec::warp(logits, sp, p);
+    specdec::coupled_workspace ws;
+    std::vector<std::size_t> counts(v, 0);
+    const int trials = 90000;
+    for (int t = 0; t < trials; ++t)
+      counts[static_cast<std::size_t>(specdec::coupled_sample(
+          logits, sp, coupled_key(17, static_cast<std::size_t>(t)), ws))]++;
+    const auto chi = specdec::test::chi_square(counts, std::vector<double>(p.begin(), p.end()));
+    INFO("top-p " << sp.top_p << ": " << chi.describe());
+    CHECK(chi.pass());
+  }
 }
 
 TEST_CASE("coupled: plain decoding's law is the target's over 8 positions, and a control fails") {
@@ -142,7 +144,7 @@ TEST_CASE("coupled: plain decoding's law is the target's over 8 positions, and a
   const std::size_t length = 8;
   const int trials = 12000;
   for (const sampling_params& sp :
-       {at(1.0f), at(0.8f, 3, 0.9f), at(1.2f, 0, 1.0f, 0.2f)}) {
+       {at(1.0f), at(0.8f, 3, 0.9f), at(1.2f, 0, 1.0f, 0.2f), at(0.9f, 0, 0.8f)}) {
     auto o = options_of(sp, length);
     o.verification = chain_verification::coupled;
     table_model target(target_table);
@@ -167,7 +169,8 @@ TEST_CASE("coupled: plain decoding's law is the target's over 8 positions, and a
     for (std::size_t j = 0; j < length; ++j) {
       std::vector<float> logits(vocab);
       model.next_logits(seq, logits);
-      seq.push_back(specdec::coupled_sample(logits, sp, coupled_key(static_cast<std::uint64_t>(t), 0), ws));
+      const coupled_key same_for_every_position(static_cast<std::uint64_t>(t), 0);
+      seq.push_back(specdec::coupled_sample(logits, sp, same_for_every_position, ws));
     }
     windows.add(prompt, std::span<const token_id>(seq).subspan(prompt.size()));
   }
@@ -199,7 +202,8 @@ generate_options coupled_options(const sampling_params& sp, std::uint64_t seed) 
 }
 
 const std::vector<sampling_params>& samplings() {
-  static const std::vector<sampling_params> all{at(1.0f), at(0.8f, 8, 0.9f), at(0.0f)};
+  static const std::vector<sampling_params> all{at(1.0f), at(0.8f, 8, 0.9f), at(0.9f, 0, 0.85f),
+                                                at(0.0f)};
   return all;
 }
 

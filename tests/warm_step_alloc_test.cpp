@@ -566,7 +566,8 @@ TEST_CASE("warm_step_alloc: sample() and warp() allocate nothing, past 256 Ki to
 
 TEST_CASE("warm_step_alloc: sampled 2x2 trees from a short prompt, 12 warm-up steps, 40 counted") {
   // A review found two allocations in such a run: a store sized by the first steps and grown
-  // later. Every tree drafter, both decoders, a prompt far shorter than the generation.
+  // later. Every tree drafter, both decoders, a prompt far shorter than the generation, with
+  // rejection sampling and with coupled sampling.
   const std::vector<token_id> short_prompt{3, 1, 4};
   generate_options o;
   o.tree = {2, 2};
@@ -578,60 +579,67 @@ TEST_CASE("warm_step_alloc: sampled 2x2 trees from a short prompt, 12 warm-up st
     for (std::size_t i = 0; i < 40 && !decoder.done(); ++i) decoder.step();
     return disarm(40);
   };
-  for (const auto draw : {candidate_draw::iid, candidate_draw::without_replacement}) {
-    o.tree_draw = draw;
-    o.sampling.temperature = 0.9f;
-    o.sampling.seed = 11;
-    const char* how = draw == candidate_draw::iid ? "iid" : "without replacement";
-    {
-      quiet_model<table_model> draft_model(draft_table);
-      specdec::model_drafter drafter(draft_model);
-      quiet_model<tree_table_model> target(target_table);
-      specdec::speculative_decoder decoder(target, drafter);
-      const counts c = count(decoder);
-      INFO("model_drafter, " << how << ": " << c.describe());
-      CHECK(c.none());
-    }
-    {
-      constexpr std::size_t v = 64;
-      const auto V = static_cast<Eigen::Index>(v);
-      const table_model_options table{.vocab_size = v, .order = 3, .seed = 7};
-      quiet_model<hidden_table_model> target(table);
-      specdec::hidden_capture capture(target);
-      const specdec::weight_view classifier{target.m.classifier().data(), V, V};
-      specdec::medusa_weights w;
-      specdec::rng g(3);
-      for (std::uint64_t k = 0; k < 2; ++k) {
-        row_matrix a(V, V), b(1, V);
-        for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = static_cast<float>(g.uniform_open() - 0.5);
-        for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = static_cast<float>(g.uniform_open() - 0.5);
-        w.heads.push_back({a, b, row_matrix()});
+  for (const auto rule : {chain_verification::token, chain_verification::coupled}) {
+    for (const auto draw : {candidate_draw::iid, candidate_draw::without_replacement}) {
+      o.tree_draw = draw;
+      o.verification = rule;
+      o.sampling.temperature = 0.9f;
+      o.sampling.seed = 11;
+      const std::string how =
+          std::string(draw == candidate_draw::iid ? "iid" : "without replacement") +
+          (rule == chain_verification::coupled ? ", coupled" : "");
+      {
+        quiet_model<table_model> draft_model(draft_table);
+        specdec::model_drafter drafter(draft_model);
+        quiet_model<tree_table_model> target(target_table);
+        specdec::speculative_decoder decoder(target, drafter);
+        const counts c = count(decoder);
+        INFO("model_drafter, " << how << ": " << c.describe());
+        CHECK(c.none());
       }
-      specdec::medusa_drafter drafter(capture, w, classifier);
-      specdec::speculative_decoder decoder(capture, drafter);
-      const counts c = count(decoder);
-      INFO("medusa_drafter, " << how << ": " << c.describe());
-      CHECK(c.none());
-    }
-    {
-      using drafter_t = specdec::model_drafter<quiet_model<table_model>>;
-      quiet_batch model(target_table);
-      std::vector<std::unique_ptr<quiet_model<table_model>>> draft_models;
-      std::vector<std::unique_ptr<drafter_t>> drafters;
-      specdec::batch_decoder<quiet_batch, drafter_t> decoder(model);
-      for (token_id s = 0; s < 3; ++s) {
-        draft_models.push_back(std::make_unique<quiet_model<table_model>>(draft_table));
-        drafters.push_back(std::make_unique<drafter_t>(*draft_models.back()));
-        auto p = short_prompt;
-        p[0] = s;
-        decoder.add(p, o, *drafters.back());
+      {
+        constexpr std::size_t v = 64;
+        const auto V = static_cast<Eigen::Index>(v);
+        const table_model_options table{.vocab_size = v, .order = 3, .seed = 7};
+        quiet_model<hidden_table_model> target(table);
+        specdec::hidden_capture capture(target);
+        const specdec::weight_view classifier{target.m.classifier().data(), V, V};
+        specdec::medusa_weights w;
+        specdec::rng g(3);
+        for (std::uint64_t k = 0; k < 2; ++k) {
+          row_matrix a(V, V), b(1, V);
+          for (Eigen::Index i = 0; i < a.size(); ++i)
+            a.data()[i] = static_cast<float>(g.uniform_open() - 0.5);
+          for (Eigen::Index i = 0; i < b.size(); ++i)
+            b.data()[i] = static_cast<float>(g.uniform_open() - 0.5);
+          w.heads.push_back({a, b, row_matrix()});
+        }
+        specdec::medusa_drafter drafter(capture, w, classifier);
+        specdec::speculative_decoder decoder(capture, drafter);
+        const counts c = count(decoder);
+        INFO("medusa_drafter, " << how << ": " << c.describe());
+        CHECK(c.none());
       }
-      for (std::size_t i = 0; i < 12; ++i) decoder.step();
-      arm();
-      for (std::size_t i = 0; i < 40; ++i) decoder.step();
-      const counts c = disarm(40);
-      INFO("batch_decoder, " << how << ": " << c.describe());
-      CHECK(c.none());
+      {
+        using drafter_t = specdec::model_drafter<quiet_model<table_model>>;
+        quiet_batch model(target_table);
+        std::vector<std::unique_ptr<quiet_model<table_model>>> draft_models;
+        std::vector<std::unique_ptr<drafter_t>> drafters;
+        specdec::batch_decoder<quiet_batch, drafter_t> decoder(model);
+        for (token_id s = 0; s < 3; ++s) {
+          draft_models.push_back(std::make_unique<quiet_model<table_model>>(draft_table));
+          drafters.push_back(std::make_unique<drafter_t>(*draft_models.back()));
+          auto p = short_prompt;
+          p[0] = s;
+          decoder.add(p, o, *drafters.back());
+        }
+        for (std::size_t i = 0; i < 12; ++i) decoder.step();
+        arm();
+        for (std::size_t i = 0; i < 40; ++i) decoder.step();
+        const counts c = disarm(40);
+        INFO("batch_decoder, " << how << ": " << c.describe());
+        CHECK(c.none());
+      }
     }
   }
 }

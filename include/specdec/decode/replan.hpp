@@ -51,7 +51,8 @@ inline void replan(sequence_state& s) {
     if (profile.rate.empty()) return;  // too few steps measured yet: keep the shape in force
   }
   s.plan = chains ? plan_chain(profile, r.cost, std::min(r.max_nodes, r.max_depth), r.min_gain)
-                  : plan_tree(profile, r.cost, std::min(r.max_nodes, s.tree_rows > 0 ? s.tree_rows - 1 : 0),
+                  : plan_tree(profile, r.cost,
+                              std::min(r.max_nodes, s.tree_rows > 0 ? s.tree_rows - 1 : 0),
                               r.max_depth, max_width, r.min_gain);
   const bool chain = std::all_of(s.plan.branching.begin(), s.plan.branching.end(),
                                  [](std::size_t k) { return k == 1; });

@@ -82,7 +82,8 @@ constexpr std::uint32_t coupled_high(const coupled_key& k, std::uint32_t x) noex
 // E_x = -log(1 - w_x), w_x = (high 2^32 + low + 1/2) 2^-64, the low 32 bits from a second hash.
 // E_x >= w_x >= high 2^-32: the bound the race screens with.
 inline double coupled_exponential(const coupled_key& k, std::uint32_t x) noexcept {
-  const auto low = static_cast<std::uint32_t>(coupled_key::mix(k.full ^ (std::uint64_t{x} << 1 | 1)));
+  const auto low =
+      static_cast<std::uint32_t>(coupled_key::mix(k.full ^ (std::uint64_t{x} << 1 | 1)));
   const double w = (static_cast<double>(coupled_high(k, x)) * 0x1p32 + static_cast<double>(low) +
                     0.5) * 0x1p-64;
   return -std::log1p(-w);
@@ -217,13 +218,13 @@ inline bool screen_hits(const float* l, std::size_t c0, std::size_t n, const cou
 }
 
 // The race over the temperature weights w_x = exp((l_x - m) inv_t) of a row of logits (m its
-// max, at token `top`, the first of that value; every logit finite or -inf), for its winner, without computing w for the tokens it screens
-// out: the largest logit's token (w = 1) enters first and its E bounds the winning ratio L; a
-// token can win only if log2(E_x) < log2(w_x L), and log2(E_x) >= log2_floor_of_high, so the
-// screen compares that bound with the linear (l_x - m) inv_t log2(e) + log2(L) (plus a slack of
-// 2^-6 for its float arithmetic): a hash, a conversion and a multiply-add per token in one
-// vectorisable loop over chunks of 64, with no exp. A token that passes (about two per row) gets
-// its exact w (double exp) and ratio. Ties to the lower id. O(V).
+// max, at token `top`, the first of that value; every logit finite or -inf), for its winner,
+// without computing w for the tokens it screens out: token `top` (w = 1) enters first and its E
+// bounds the winning ratio L; a token can win only if log2(E_x) < log2(w_x L), and log2(E_x) >=
+// log2_floor_of_high, so the screen compares that bound with the linear
+// (l_x - m) inv_t log2(e) + log2(L) (plus a slack of 2^-6 for its float arithmetic): a hash, a
+// conversion and a multiply-add per token (screen_hits), with no exp. A token that passes
+// (about two per row) gets its exact w (double exp) and ratio. Ties to the lower id. O(V).
 inline token_id race_logits(std::span<const float> logits, std::size_t top, float inv_t,
                             const coupled_key& k) {
   constexpr std::size_t chunk = 256;
@@ -297,29 +298,45 @@ inline token_id coupled_draw(std::span<const float> weights, const coupled_key& 
  * The coupled draw from a row of logits warped by `sp` (the row processor is not applied: the
  * caller gives the row it wants drawn from): argmax when greedy; with temperature alone, the race
  * over the temperature weights of the logits without computing them (detail::race_logits: one
- * max pass, then one pass of hash, convert and compare); otherwise the race over warp's p. Throws
- * as checked_max for NaN or +inf logits. O(V).
+ * max pass, then one pass of hash, convert and compare); with top-p alone, the same race, then
+ * one exp pass to test that its winner is in the nucleus by warp's rule (else, about 1 - top_p of
+ * the time, the race over warp's p); otherwise the race over warp's p. Throws as checked_max for
+ * NaN or +inf logits. O(V).
  */
 inline token_id coupled_sample(std::span<const float> logits, const sampling_params& sp,
                                const coupled_key& key, coupled_workspace& ws) {
   if (sp.greedy()) return argmax(logits);
   const std::size_t v = logits.size();
-  const bool temperature_only =
-      (sp.top_k == 0 || sp.top_k >= v) && !(sp.top_p < 1.0f) && !(sp.min_p > 0.0f);
-  if (!temperature_only) {
-    ws.weights.resize(v);
-    warp(logits, sp, ws.weights, ws.warp);  // sums to 1: the first limit needs no sum pass
-    detail::race_row(ws.weights, key, 1, 48.0, ws);
-    return ws.best.front().second;
+  const bool no_top_k = sp.top_k == 0 || sp.top_k >= v;
+  const bool temperature_only = no_top_k && !(sp.top_p < 1.0f) && !(sp.min_p > 0.0f);
+  const bool top_p_only =
+      no_top_k && sp.top_p < 1.0f && !(sp.min_p > 0.0f) && v <= detail::max_mass_vocab;
+  if (temperature_only || top_p_only) {
+    // One pass finds the largest logit and its token (argmax: ties to the lowest id, NaN
+    // refused); the race starts from that token.
+    const auto top = static_cast<std::size_t>(argmax(logits));
+    const float m = logits[top];
+    if (!(m < std::numeric_limits<float>::infinity())) detail::throw_bad_logit(logits, "logits");
+    if (m == -std::numeric_limits<float>::infinity())
+      throw std::domain_error("logits: every token is -inf");
+    const float inv_t = 1.0f / sp.temperature;
+    const token_id y = detail::race_logits(logits, top, inv_t, key);
+    if (temperature_only) return y;
+    // Top-p: the nucleus is a subset of the row, so the race's winner over the whole row is the
+    // winner over the nucleus whenever it lies in it, which warp's rule decides from two sums
+    // (one exp pass, as verify_rejection's top-p path); otherwise (out, or too close to the
+    // boundary to tell) the race over warp's p below.
+    const float ly = logits[static_cast<std::size_t>(y)];
+    const float ey = detail::packet_exp((ly - m) * inv_t);
+    double above = 0.0;
+    const double total = detail::exp_blocks<true, true>(logits.data(), v, m, inv_t, nullptr,
+                                                        nullptr, ey, &above);
+    if (detail::nucleus_test(above, total, sp.top_p, v) == detail::nucleus_verdict::in) return y;
   }
-  // One pass finds the largest logit and its token (argmax: ties to the lowest id, NaN refused);
-  // the race starts from that token.
-  const auto top = static_cast<std::size_t>(argmax(logits));
-  const float m = logits[top];
-  if (!(m < std::numeric_limits<float>::infinity())) detail::throw_bad_logit(logits, "logits");
-  if (m == -std::numeric_limits<float>::infinity())
-    throw std::domain_error("logits: every token is -inf");
-  return detail::race_logits(logits, top, 1.0f / sp.temperature, key);
+  ws.weights.resize(v);
+  warp(logits, sp, ws.weights, ws.warp);  // sums to 1: the first limit needs no sum pass
+  detail::race_row(ws.weights, key, 1, 48.0, ws);
+  return ws.best.front().second;
 }
 
 /**

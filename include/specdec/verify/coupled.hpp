@@ -45,7 +45,8 @@ verify_result verify_by_draws(const char* who, logits_view target,
                                   std::to_string(v) + ")");
   for (std::size_t i = 0;; ++i) {
     on_read(i);
-    const token_id y = draw(i, std::span<const float>(target.row(static_cast<Eigen::Index>(i)).data(), v));
+    const std::span<const float> row(target.row(static_cast<Eigen::Index>(i)).data(), v);
+    const token_id y = draw(i, row);
     if (i == n || drafts[i] != y) return {i, y};
   }
 }
