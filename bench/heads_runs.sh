@@ -7,8 +7,9 @@
 # prompt i with seed i + 100 r, so a sampled row's repetitions are REPS different draws, not
 # one draw timed REPS times. Tokens per target call: over all prompts and repetitions. Speed-up
 # per repetition: total plain decode time / total speculative decode time (both measured in the
-# same process, one after the other). Prints the median over repetitions and,
-# greedy, whether every output was identical to plain decoding.
+# same process, one after the other). Prints the median over repetitions and whether every
+# output was identical to plain decoding where specdec-generate promises it (greedy, and
+# --verification coupled or sample-match: "yes" or "no"; otherwise "n/a").
 # Needs jq and build/release/examples/llama2c/specdec-generate (set B to another folder).
 set -euo pipefail
 model=${1:?usage: bench/heads_runs.sh MODEL TEMP REPS CONFIG...}
@@ -24,7 +25,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 echo "| config | temp | tokens/call | speed-up (median of $reps) | range | identical |"
 echo "|---|---|---|---|---|---|"
 for config in "$@"; do
-  all_gen=0 all_calls=0 ups=() same=yes
+  all_gen=0 all_calls=0 ups=() same=n/a
   for ((r = 0; r < reps; ++r)); do
     spec_s=0 plain_s=0
     for i in "${!prompts[@]}"; do
@@ -33,11 +34,11 @@ for config in "$@"; do
               --temp "$temp" -s "$((i + 100 * r))" --json --compare-plain $config)
       read -r g c ts tp id < <(jq -r '[.stats.generated_tokens, .stats.target_calls,
           .stats.tokens_per_second, .compare_plain.stats.tokens_per_second,
-          (.compare_plain.identical // "n/a")] | @tsv' <<< "$out")
+          (.compare_plain.identical | if . == null then "n/a" else tostring end)] | @tsv' <<< "$out")
       all_gen=$((all_gen + g)) all_calls=$((all_calls + c))
       spec_s=$(awk -v a="$spec_s" -v g="$g" -v t="$ts" 'BEGIN {print a + g / t}')
       plain_s=$(awk -v a="$plain_s" -v g="$g" -v t="$tp" 'BEGIN {print a + g / t}')
-      [ "$id" = "false" ] && same=no
+      case "$id" in true) [ "$same" = no ] || same=yes ;; false) same=no ;; esac
     done
     ups+=("$(awk -v p="$plain_s" -v s="$spec_s" 'BEGIN {printf "%.3f", p / s}')")
   done
@@ -45,6 +46,5 @@ for config in "$@"; do
   med=$(printf '%s\n' "${ups[@]}" | median)
   lo=$(printf '%s\n' "${ups[@]}" | sort -g | head -1)
   hi=$(printf '%s\n' "${ups[@]}" | sort -g | tail -1)
-  [ "$temp" = "0" ] || same="n/a"
   printf '| %s | %s | %s | %.2fx | %.2f-%.2f | %s |\n' "$config" "$temp" "$tpc" "$med" "$lo" "$hi" "$same"
 done

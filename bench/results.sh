@@ -2,9 +2,9 @@
 # bench/results.sh - regenerates the measured part of docs/results.md in one run on one machine.
 #
 #   bench/results.sh            the full run, on a quiet machine (nothing else compiling or
-#                               running): on 2 cores, about 8 minutes to build from scratch, then
-#                               about 25 of measurement (heads training 4, end to end 5, the
-#                               speed policy 5, batches 4, the rest 7; estimates, not yet timed)
+#                               running): on 2 cores, about 5 minutes to build from scratch, then
+#                               about 18 of measurement (headline 4, verification rules 3, speed
+#                               policy 3, sampling levers 2, the rest 6)
 #   bench/results.sh --smoke    the same pipeline on small inputs (15M shape, 1-2 repetitions, tiny
 #                               heads): a couple of minutes once built; checks that every step runs
 #                               and writes build/results-smoke/results.md, never docs/results.md
@@ -216,6 +216,49 @@ headline=$work/headline.md
   cat "$headline"
 } >>"$frag"
 
+# --- verification rules on the same drafters (the headline's target, prompts and seeds) -----------
+log "verification rules: token-wise, coupled, sample-and-match"
+ver_cfgs=("--draft model:$draft -k 3" "--draft heads:$heads -k 6")
+if [ "$smoke" = 1 ]; then ver_temps=(0.8); else ver_temps=(0.8 1.0); fi
+ver_rows=$work/verification_rows.md
+: >"$ver_rows"
+for t in "${ver_temps[@]}"; do
+  PROMPTS=$free_prompts B=$B TOKENIZER=$tok bench/verification_runs.sh "$big" "$t" "$reps" \
+    "${ver_cfgs[@]}" >>"$ver_rows"
+done
+{
+  echo
+  echo "### Verification rules on the same drafts"
+  echo
+  for t in "${ver_temps[@]}"; do
+    echo "    PROMPTS=\$W/free_prompts.txt B=\$B bench/verification_runs.sh \$W/big.bin $t $reps $(for c in "${ver_cfgs[@]}"; do printf '"%s" ' "$(shown "$c")"; done)"
+  done
+  echo
+  echo "The headline's target, drafters, prompts and seeds, sampled, with three chain verification"
+  echo "rules: token-wise rejection sampling (\`--verification token\`), coupled sampling"
+  echo "(\`coupled\`: every position drawn by an exponential race under noise keyed by seed, position"
+  echo "and token, the drafter drawing with the same noise) and llama.cpp's sample-and-match rule"
+  echo "(\`sample-match\`: the target samples each position, the drafts are greedy and kept while"
+  echo "equal). Tokens per target call over every prompt and repetition, and its ratio to token-wise"
+  echo "rejection sampling's on the same drafter; the speed-up over plain decoding in the same"
+  echo "process, median of $reps (range); whether every output equalled plain decoding's with the same"
+  echo "seed (coupled and sample-and-match promise it; rejection sampling keeps only the law: n/a)."
+  echo
+  echo "| drafter | temperature | verification | tokens per target call | x token-wise | speed-up, median of $reps (range) | output identical to plain decoding |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
+  awk -F'|' '
+    function trim(s) { gsub(/^ +| +$/, "", s); return s }
+    { cfg = trim($2); k = cfg; sub(/.*-k /, "", k)
+      if (index(cfg, "model:")) name = "draft model, K = " k
+      else if (index(cfg, "heads:")) name = "EAGLE-style heads, K = " k
+      else name = cfg
+      rule = trim($4)
+      if (rule == "token") rule = "token-wise rejection"
+      else if (rule == "sample-match") rule = "sample-and-match"
+      printf "| %s | %s | %s | %s | %s | %s (%s) | %s |\n", name, trim($3), rule, trim($5), trim($6),
+             trim($7), trim($8), trim($9) }' "$ver_rows"
+} >>"$frag"
+
 # --- sampling levers (counts: tokens per call on the 260K model, not timed) --------------------------
 log "sampling levers: tokens per call at temperature 0.8"
 distilled=$work/eagle_distilled.heads
@@ -256,12 +299,12 @@ section "The cost of one call: t(n) on the $shape target" \
 gbench_table "$work/memory_bound_bench.json" to_1 to_stream GFLOPs >>"$frag"
 
 log "verifiers"
-vf='BM_Verify(Greedy|Rejection/case:(0|2)|Block/case:0)/K:(4|8)/V:(32000|151936)/'
-[ "$smoke" = 0 ] || vf='BM_Verify(Greedy|Rejection/case:0)/K:4/V:32000/'
+vf='BM_Verify((Greedy|Rejection/case:(0|2)|Block/case:0)/K:(4|8)/V:(32000|151936)|Coupled/case:(0|2)/K:(4|8)/V:(32000|128256))/'
+[ "$smoke" = 0 ] || vf='BM_Verify(Greedy|Rejection/case:0|Coupled/case:0)/K:4/V:32000/'
 gbench verify_bench "--benchmark_filter=$vf" "${gb[@]}"
 section "Verification cost" \
   "$BB/verify_bench '--benchmark_filter=$vf' ${gb[*]}" \
-  "\`ratio\` = the verifier's time over the cheapest pass over the same K + 1 rows (greedy: a max per row; sampling: a log-sum-exp per row), both timed in the same iterations. Rejection case 0: temperature 1, full q rows; case 2: top-p 0.9; block case 0: \`verify_block\` at temperature 1."
+  "\`ratio\` = the verifier's time over the cheapest pass over the same K + 1 rows (greedy: a max per row; sampling: a log-sum-exp per row), both timed in the same iterations. Rejection case 0: temperature 1, full q rows; case 2: top-p 0.9; block case 0: \`verify_block\` at temperature 1. \`BM_VerifyCoupled\` (cases 0 and 2 as above): coupled verification, every draft kept; its \`ratio\` and \`ref_us\` are against \`verify_rejection\` on the same rows and drafts with q = p (every draft kept), not against a log-sum-exp pass."
 gbench_table "$work/verify_bench.json" ratio ref_us >>"$frag"
 
 log "decoder overhead"
