@@ -336,7 +336,8 @@ TEST_CASE("cli: bad values name the flag and the value") {
     bad({"--tree", "4x2", "--draft", "none"},
         "--tree: needs a drafter (--draft layers:L, model:PATH or ngram)");
     bad({"--replacement", "maybe"}, "--replacement 'maybe': is not with or without");
-    bad({"--verification", "joint"}, "--verification 'joint': is not token or block");
+    bad({"--verification", "joint"},
+        "--verification 'joint': is not token, block, coupled or sample-match");
     bad({"--verification", "block", "--tree", "2x2"},
         "--verification block: applies to chains of drafts, not to --tree or --ngram-candidates");
   }
