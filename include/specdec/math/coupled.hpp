@@ -177,6 +177,12 @@ inline float log2_floor_of_high(std::uint32_t high) noexcept {
 // Whether tokens [c0, c0 + n) of a row of logits `l` may pass race_logits' screen: some token's
 // log2_floor_of_high(high_x) < l_x a + b. On Eigen's packets (float and int32 of the same
 // width: 16 lanes with AVX-512, 8 with AVX2, 4 with SSE2), else a plain loop.
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+// A packet type (__m128 and kin) as a template argument loses its vector attributes, which GCC
+// notes; Eigen's own code does the same.
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+#endif
 inline bool screen_hits(const float* l, std::size_t c0, std::size_t n, const coupled_key& k,
                         float a, float b) noexcept {
   namespace ei = Eigen::internal;
@@ -216,6 +222,9 @@ inline bool screen_hits(const float* l, std::size_t c0, std::size_t n, const cou
            l[c0 + j] * a + b;
   return hit != 0;
 }
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 
 // The race over the temperature weights w_x = exp((l_x - m) inv_t) of a row of logits (m its
 // max, at token `top`, the first of that value; every logit finite or -inf), for its winner,
