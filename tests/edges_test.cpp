@@ -242,6 +242,16 @@ struct phased {
   void start(const generate_options& o) {
     specdec::start_sequence(s, target, drafter, std::vector<token_id>{1, 2, 3}, o);
   }
+  // One step, the four phases in order.
+  void step() {
+    specdec::draft_phase(s, drafter);
+    specdec::score_phase(s, target);
+    specdec::verify_phase(s);
+    specdec::commit_phase(s, target, drafter);
+  }
+  void run_to_end() {
+    while (!s.done) step();
+  }
 };
 
 }  // namespace
@@ -292,12 +302,7 @@ TEST_CASE("edges: the public phases refuse to run out of order") {
   CHECK(p.s.history.size() == before + r.tokens.size());  // nothing emitted twice
 
   // On a finished sequence: refused, no rows wasted.
-  while (!p.s.done) {
-    specdec::draft_phase(p.s, p.drafter);
-    specdec::score_phase(p.s, p.target);
-    specdec::verify_phase(p.s);
-    specdec::commit_phase(p.s, p.target, p.drafter);
-  }
+  p.run_to_end();
   const std::size_t held = p.target.size();
   CHECK_THROWS_WITH(specdec::draft_phase(p.s, p.drafter), Catch::Contains("the sequence is done"));
   CHECK(p.target.size() == held);
@@ -315,10 +320,7 @@ TEST_CASE("edges: commit after a verify_phase that threw is refused, abandon_ste
   };
   p.start(o);
   // One good step, so that the previous step's tokens are there to be re-emitted by mistake.
-  specdec::draft_phase(p.s, p.drafter);
-  specdec::score_phase(p.s, p.target);
-  specdec::verify_phase(p.s);
-  specdec::commit_phase(p.s, p.target, p.drafter);
+  p.step();
   const auto history = p.s.history;
   const std::size_t held = p.target.size();
 
@@ -335,12 +337,7 @@ TEST_CASE("edges: commit after a verify_phase that threw is refused, abandon_ste
   CHECK(p.target.size() == held);
   CHECK(p.s.expects == step_phase::draft);
   poison = false;
-  while (!p.s.done) {
-    specdec::draft_phase(p.s, p.drafter);
-    specdec::score_phase(p.s, p.target);
-    specdec::verify_phase(p.s);
-    specdec::commit_phase(p.s, p.target, p.drafter);
-  }
+  p.run_to_end();
   CHECK(p.s.generated() == 16);
 }
 
