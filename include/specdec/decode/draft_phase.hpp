@@ -196,7 +196,7 @@ inline void reserve_verdict(sequence_state& s, std::size_t bound,
  * room the target's max_size() leaves (the context plus every node of the tree, see
  * TreeLanguageModel), the model's max_tree_size() and max_tree_leaves(), and max_tree_nodes. A
  * tree that comes back as its root alone (the drafter had nothing to draft, whatever its draw)
- * is a plain step: the last token's row alone, as a chain of no drafts. Afterwards
+ * is a plain step: the root's row alone, a deterministic tree of one node. Afterwards
  * s.score_tokens() / s.score_parents() say what to score, s.logits has room for the rows and s
  * expects the verify phase.
  * Throws std::logic_error when s is done or expects another phase (phase_name), and

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "specdec/concepts/drafter.hpp"
+#include "specdec/detail/confidence_tree.hpp"
 #include "specdec/detail/draft_heads.hpp"
 #include "specdec/detail/weight_product.hpp"
 #include "specdec/draft/draft_threads.hpp"
@@ -122,7 +123,7 @@ class eagle_drafter {
     const bool top = sp.greedy() || o_.candidates == head_candidates::top;
     if (!top) out.q.resize(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(v));
     token_id t = history.back();
-    nodes_.assign(1, {t, -1, 0, 1.0, 0});
+    tree_.reset(t);
     if (sp.processor) prefixes_.begin(history);  // + the drafts, one by one
     for (std::size_t j = 0; j < k; ++j) {
       step_rows(std::span<const token_id>(&t, 1), std::span<const std::size_t>(&j, 1));
@@ -139,7 +140,7 @@ class eagle_drafter {
         t = draft_draw(q, sp, history.size() + j, gen, coupled_ws_);
       }
       out.tokens.push_back(t);
-      nodes_.push_back({t, static_cast<std::int32_t>(j), j + 1, 1.0, 0});
+      tree_.nodes.push_back({t, static_cast<std::int32_t>(j), j + 1, 1.0, 0});
     }
   }
 
@@ -175,9 +176,9 @@ class eagle_drafter {
           "eagle_drafter::propose_tree: draw must be iid or without_replacement when sampling");
     out.draw = top ? candidate_draw::deterministic : draw;
     out.q.resize(0, static_cast<Eigen::Index>(v));
-    nodes_.assign(1, {history.empty() ? 0 : history.back(), -1, 0, 1.0, 0});
+    tree_.reset(history.empty() ? 0 : history.back());
     const std::size_t budget = checked_budget(branching, top);
-    if (branching.empty() || !start(history)) return finish(out, top);
+    if (branching.empty() || !start(history)) return tree_.write(out, q_rows_, !top, vocab_size());
     if (sp.processor) prefixes_.begin(history);
     // features_: row i = the predictor's input feature for node i (its parent's prediction).
     detail::fit_rows(features_, 1, f_.cols());
@@ -192,7 +193,7 @@ class eagle_drafter {
       const std::size_t keep = o_.expand == 0 ? expanded_.size() : std::min(o_.expand, expanded_.size());
       std::sort(expanded_.begin(), expanded_.end(), [&](std::size_t a, std::size_t b) {
         // stable: ties keep index order (std::stable_sort would allocate its buffer)
-        return nodes_[a].score != nodes_[b].score ? nodes_[a].score > nodes_[b].score : a < b;
+        return tree_.nodes[a].score != tree_.nodes[b].score ? tree_.nodes[a].score > tree_.nodes[b].score : a < b;
       });
       expanded_.resize(keep);
       std::sort(expanded_.begin(), expanded_.end());
@@ -209,7 +210,7 @@ class eagle_drafter {
       for (Eigen::Index r = 0; r < b; ++r) {
         const std::size_t node = expanded_[static_cast<std::size_t>(r)];
         f_.row(r) = features_.row(static_cast<Eigen::Index>(feature_rows_[node]));
-        batch_tokens_[static_cast<std::size_t>(r)] = nodes_[node].token;
+        batch_tokens_[static_cast<std::size_t>(r)] = tree_.nodes[node].token;
       }
       step_rows(batch_tokens_, expanded_);
       const Eigen::Index first_feature = features_used_;
@@ -230,7 +231,7 @@ class eagle_drafter {
             sp.processor,
             sp.processor ? node_prefix(node) : std::span<const token_id>(),
             std::span<const float>(logits_.row(r).data(), v), processed_);
-        nodes_[node].q_row = first_q + r;
+        tree_.nodes[node].q_row = first_q + r;
         std::span<float> p(q_rows_.row(first_q + r).data(), v);
         if (row.empty()) {  // the processor's dead end: no children (a q row nobody reads)
           std::fill(p.begin(), p.end(), 0.0f);
@@ -247,25 +248,25 @@ class eagle_drafter {
                            coupled_ws_);
         }
         for (token_id t : drawn_) {
-          const double conf = nodes_[node].score * static_cast<double>(p[static_cast<std::size_t>(t)]);
-          nodes_.push_back({t, static_cast<std::int32_t>(node), j + 1, conf, 0});
+          const double conf = tree_.nodes[node].score * static_cast<double>(p[static_cast<std::size_t>(t)]);
+          tree_.nodes.push_back({t, static_cast<std::int32_t>(node), j + 1, conf, 0});
           feature_rows_.push_back(static_cast<std::size_t>(first_feature + r));
           ++drafted;
         }
       }
       level_begin = level_end;
-      level_end = nodes_.size();
+      level_end = tree_.nodes.size();
     }
-    if (top && nodes_.size() - 1 > budget) prune(budget);
-    finish(out, top);
+    if (top && tree_.nodes.size() - 1 > budget) tree_.prune(budget);
+    tree_.write(out, q_rows_, !top, vocab_size());
   }
 
  private:
   // History + the tokens from the root's child down to `node` (the row processor's prefix).
   std::span<const token_id> node_prefix(std::size_t node) {
     return prefixes_.then_walk(
-        node, [&](std::size_t at) { return nodes_[at].token; },
-        [&](std::size_t at) { return nodes_[at].parent; });
+        node, [&](std::size_t at) { return tree_.nodes[at].token; },
+        [&](std::size_t at) { return tree_.nodes[at].parent; });
   }
 
   // The nodes (root excluded) this call may keep: max_nodes, or the full shape's (saturated).
@@ -299,13 +300,6 @@ class eagle_drafter {
     return budget;
   }
 
-  struct node {
-    token_id token;
-    std::int32_t parent;
-    std::size_t depth;
-    double score;      // product of draft probabilities along the path
-    Eigen::Index q_row;  // row of q_rows_ with its children's distribution (when it has any)
-  };
 
   // f_ <- input_scale x the start row, and the attention's context brought up to it; false
   // when there is no start row.
@@ -363,66 +357,23 @@ class eagle_drafter {
     }
     detail::times_weights(u, a.wk, step_keys_.middleRows(first, b), false, o_.threads);
     detail::times_weights(u, a.wv, step_values_.middleRows(first, b), false, o_.threads);
-    node_step_.resize(nodes_.size(), -1);
+    node_step_.resize(tree_.nodes.size(), -1);
     detail::fit_rows(attended_, b, A);
     for (Eigen::Index r = 0; r < b; ++r) {
       const std::size_t id = nodes[static_cast<std::size_t>(r)];
       node_step_[id] = first + r;
-      const std::size_t position = root_position_ + nodes_[id].depth;
+      const std::size_t position = root_position_ + tree_.nodes[id].depth;
       detail::rotate_heads(query_.row(r).data(), a, position);
       detail::rotate_heads(step_keys_.row(first + r).data(), a, position);
       path_.clear();
       for (auto x = static_cast<std::int32_t>(id); x >= 0;
-           x = nodes_[static_cast<std::size_t>(x)].parent)
+           x = tree_.nodes[static_cast<std::size_t>(x)].parent)
         path_.push_back(node_step_[static_cast<std::size_t>(x)]);
       std::reverse(path_.begin(), path_.end());
       detail::attend(a, query_.row(r).data(), context_.keys(), context_.values(), step_keys_,
                      step_values_, path_, scores_, attended_.row(r).data());
     }
     detail::times_weights(attended_.topRows(b), a.wo, next_.topRows(b), true, o_.threads);
-  }
-
-  // Keeps the root and the `budget` most confident nodes (ties: shallower, then earlier); a
-  // child is never more confident than its parent, so the set is closed under ancestors.
-  void prune(std::size_t budget) {
-    order_.resize(nodes_.size() - 1);
-    std::iota(order_.begin(), order_.end(), std::size_t{1});
-    std::sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
-      if (nodes_[a].score != nodes_[b].score) return nodes_[a].score > nodes_[b].score;
-      if (nodes_[a].depth != nodes_[b].depth) return nodes_[a].depth < nodes_[b].depth;
-      return a < b;  // stable without std::stable_sort's buffer
-    });
-    keep_.assign(nodes_.size(), false);
-    keep_[0] = true;
-    for (std::size_t i = 0; i < budget; ++i) keep_[order_[i]] = true;
-    index_.assign(nodes_.size(), -1);
-    kept_.clear();
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      if (!keep_[i]) continue;
-      node n = nodes_[i];
-      if (n.parent >= 0) {
-        n.parent = index_[static_cast<std::size_t>(n.parent)];
-        if (n.parent < 0) continue;  // (cannot happen: ancestors are kept first)
-      }
-      index_[i] = static_cast<std::int32_t>(kept_.size());
-      kept_.push_back(n);
-    }
-    nodes_.swap(kept_);
-  }
-
-  void finish(tree_draft& out, bool top) {
-    tokens_.clear();
-    parents_.clear();
-    for (const node& n : nodes_) {
-      tokens_.push_back(n.token);
-      parents_.push_back(n.parent);
-    }
-    out.tree.assign(tokens_, parents_);  // in place: the tree keeps its storage
-    if (top) return;
-    const auto v = static_cast<Eigen::Index>(vocab_size());
-    out.q.setZero(static_cast<Eigen::Index>(nodes_.size()), v);
-    for (std::size_t i = 0; i < nodes_.size(); ++i)
-      if (!out.tree.is_leaf(i)) out.q.row(static_cast<Eigen::Index>(i)) = q_rows_.row(nodes_[i].q_row);
   }
 
   Source& source_;
@@ -444,12 +395,10 @@ class eagle_drafter {
   detail::prefix_buffer prefixes_;  // what the row processor is given
   std::vector<float> processed_;    // a row rewritten by the row processor
   coupled_workspace coupled_ws_;    // coupled draws (sampling_params::coupled)
-  std::vector<node> nodes_, kept_;
-  std::vector<std::size_t> feature_rows_, expanded_, order_;
-  std::vector<token_id> batch_tokens_, drawn_, tokens_;
-  std::vector<std::int32_t> parents_, index_;
+  detail::confidence_tree tree_;  // the nodes drafted by this call
+  std::vector<std::size_t> feature_rows_, expanded_;
+  std::vector<token_id> batch_tokens_, drawn_;
   std::vector<float> remaining_, rehearsal_;
-  std::vector<bool> keep_;
 };
 
 }  // namespace specdec

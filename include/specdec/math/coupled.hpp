@@ -267,6 +267,16 @@ inline token_id race_logits(std::span<const float> logits, std::size_t top, floa
   return best;
 }
 
+/// coupled_top for a row known to sum to 1 (a warped one): no pass for its sum.
+inline void top_normalised(std::span<const float> q, const coupled_key& key,
+                                   std::size_t count, std::vector<token_id>& out,
+                                   coupled_workspace& ws) {
+  out.clear();
+  if (count == 0) return;
+  race_row(q, key, count, 48.0 + 4.0 * static_cast<double>(count), ws);
+  for (const auto& [ratio, x] : ws.best) out.push_back(x);
+}
+
 }  // namespace detail
 
 /**
@@ -356,8 +366,11 @@ inline token_id coupled_sample(std::span<const float> logits, const sampling_par
  */
 inline token_id draft_draw(std::span<const float> q, const sampling_params& sp,
                            std::size_t position, rng& gen, coupled_workspace& ws) {
-  if (sp.coupled) return coupled_draw(q, coupled_key(sp.seed, position), ws);
-  return sample(q, gen);
+  if (!sp.coupled) return sample(q, gen);
+  // A warped row sums to 1: the race's first limit needs no sum pass (coupled_draw's).
+  detail::race_row(q, coupled_key(sp.seed, position), 1, 48.0, ws);
+  if (ws.best.empty()) throw std::invalid_argument("draft_draw: no token has a positive weight");
+  return ws.best.front().second;
 }
 
 }  // namespace specdec

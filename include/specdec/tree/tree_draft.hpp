@@ -69,7 +69,8 @@ inline void draft_candidates(std::span<const float> q, std::size_t count, candid
                              const sampling_params& sp, std::size_t position, rng& gen,
                              std::vector<token_id>& out, std::vector<float>& scratch,
                              coupled_workspace& ws) {
-  if (sp.coupled) return coupled_top(q, coupled_key(sp.seed, position), count, out, ws);
+  if (sp.coupled)  // q is a warped row: it sums to 1
+    return detail::top_normalised(q, coupled_key(sp.seed, position), count, out, ws);
   draw_candidates(q, count, draw, gen, out, scratch);
 }
 

@@ -18,6 +18,7 @@
 #include "specdec/math/sampling_params.hpp"
 #include "specdec/tree/token_tree.hpp"
 #include "specdec/types.hpp"
+#include "specdec/verify/draw_match.hpp"
 #include "specdec/verify/multi_candidate.hpp"
 #include "specdec/verify/result.hpp"
 #include "specdec/verify/row_hook.hpp"
@@ -26,9 +27,8 @@ namespace specdec {
 
 namespace detail {
 
-// Draw-and-match verification of a chain, the one mechanism of coupled and sample-and-match
-// verification: row i's token is draw(i, row), drafts are kept while they equal it, and the first
-// draw that differs (or the draw after the last draft) is `next`. Checks shapes and drafts.
+// Draw-and-match verification of a chain (draw_match.hpp) with the checks of coupled and
+// sample-and-match verification: shapes, and drafts inside the vocabulary.
 template <class Draw, class RowHook>
 verify_result verify_by_draws(const char* who, logits_view target,
                               std::span<const token_id> drafts, Draw&& draw, RowHook&& on_read) {
@@ -43,45 +43,19 @@ verify_result verify_by_draws(const char* who, logits_view target,
       throw std::invalid_argument(std::string(who) + ": drafts[" + std::to_string(i) + "] = " +
                                   std::to_string(drafts[i]) + " is outside the vocabulary [0, " +
                                   std::to_string(v) + ")");
-  for (std::size_t i = 0;; ++i) {
-    on_read(i);
-    const std::span<const float> row(target.row(static_cast<Eigen::Index>(i)).data(), v);
-    const token_id y = draw(i, row);
-    if (i == n || drafts[i] != y) return {i, y};
-  }
+  return match_draws(target, drafts, draw, on_read);
 }
 
-// The same walk down a token tree: at a node of depth d, y = draw(d, row); the walk moves to the
-// first child with token y, or stops and emits y.
+// The same down a token tree, with its shape check.
 template <class Draw, class RowHook>
 void verify_tree_by_draws(const char* who, const token_tree& tree, logits_view target,
                           Draw&& draw, tree_verify_result& out, RowHook&& on_read) {
   const std::size_t n = tree.size();
-  const auto v = static_cast<std::size_t>(target.cols());
   if (static_cast<std::size_t>(target.rows()) != n)
     throw std::invalid_argument(std::string(who) + ": target must have tree.size() = " +
                                 std::to_string(n) + " rows, has " +
                                 std::to_string(target.rows()));
-  out.accepted.clear();
-  out.accepted.reserve(tree.max_depth());
-  std::size_t node = 0;
-  for (std::size_t depth = 0;; ++depth) {
-    on_read(node);
-    const token_id y =
-        draw(depth, std::span<const float>(target.row(static_cast<Eigen::Index>(node)).data(), v));
-    std::int32_t next = -1;
-    for (const std::int32_t child : tree.children(node))
-      if (tree.token(static_cast<std::size_t>(child)) == y) {
-        next = child;
-        break;
-      }
-    if (next < 0) {
-      out.next = y;
-      return;
-    }
-    out.accepted.push_back(next);
-    node = static_cast<std::size_t>(next);
-  }
+  match_tree_draws(tree, target, draw, out, on_read);
 }
 
 // Sample-and-match's draw of a row: the argmax when greedy, else a sample of the warped row

@@ -8,6 +8,7 @@
 
 #include "specdec/math/sample.hpp"
 #include "specdec/types.hpp"
+#include "specdec/verify/draw_match.hpp"
 #include "specdec/verify/row_hook.hpp"
 #include "specdec/verify/result.hpp"
 
@@ -26,17 +27,9 @@ verify_result verify_greedy(logits_view target, std::span<const token_id> drafts
   if (static_cast<std::size_t>(target.rows()) != drafts.size() + 1)
     throw std::invalid_argument("verify_greedy: target must have drafts.size() + 1 rows, has " +
                                 std::to_string(target.rows()));
-  const std::size_t v = static_cast<std::size_t>(target.cols());
-  verify_result r;
-  for (std::size_t i = 0;; ++i) {
-    on_read(i);
-    const token_id best = argmax(std::span<const float>(target.row(static_cast<Eigen::Index>(i)).data(), v));
-    if (i == drafts.size() || drafts[i] != best) {
-      r.accepted = i;
-      r.next = best;
-      return r;
-    }
-  }
+  return detail::match_draws(
+      target, drafts, [](std::size_t, std::span<const float> row) { return argmax(row); },
+      on_read);
 }
 
 }  // namespace specdec

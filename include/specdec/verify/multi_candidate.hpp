@@ -17,23 +17,12 @@
 #include "specdec/tree/token_tree.hpp"
 #include "specdec/tree/tree_draft.hpp"
 #include "specdec/types.hpp"
+#include "specdec/verify/draw_match.hpp"
+#include "specdec/verify/result.hpp"
 #include "specdec/verify/row_hook.hpp"
 
 namespace specdec {
 
-
-/// The verdict on a tree. `accepted` lists the accepted nodes from the root's child downwards
-/// (each a child of the previous one; the root itself is not listed), then `next` is the target's
-/// own token: a correction drawn from the residual at the node where verification stopped, or the
-/// bonus token when it reached a node without children. A step therefore emits
-/// accepted.size() + 1 tokens; the path to commit is {0, accepted...}.
-struct tree_verify_result {
-  std::vector<std::int32_t> accepted;
-  token_id next = 0;
-
-  /// The node `next` follows: the last accepted node, or the root (0). O(1).
-  std::int32_t stop_node() const noexcept { return accepted.empty() ? 0 : accepted.back(); }
-};
 
 /// Scratch memory reused across verify_tree calls so that, once grown to the vocabulary size
 /// and tree depth, verification allocates nothing. Not thread-safe.
@@ -187,24 +176,10 @@ void verify_tree(const token_tree& tree, logits_view target, logits_view q, cand
   out.accepted.clear();
   out.accepted.reserve(tree.max_depth());  // no allocation once a tree this deep was verified
   std::size_t node = 0;
-  if (sp.greedy()) {
-    for (;;) {
-      on_read(node);
-      const token_id best = argmax(detail::row_of(target, node));
-      std::int32_t next = -1;
-      for (const std::int32_t child : tree.children(node))
-        if (tree.token(static_cast<std::size_t>(child)) == best) {
-          next = child;
-          break;
-        }
-      if (next < 0) {
-        out.next = best;
-        return;
-      }
-      out.accepted.push_back(next);
-      node = static_cast<std::size_t>(next);
-    }
-  }
+  if (sp.greedy())  // the argmax at each node, matched against its children
+    return detail::match_tree_draws(
+        tree, target, [](std::size_t, std::span<const float> row) { return argmax(row); }, out,
+        on_read);
   ws.p.resize(v);
   ws.scratch.resize(v);
   ws.q.reserve(v);
