@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# examples/llamacpp/server/tests/make-models.sh MODELS_DIR OUT_DIR CONVERTER QUANTIZE
+#
+# Makes the local GGUF models that llama.cpp's server tests run on here, at test time, from the
+# llama2.c checkpoints in MODELS_DIR (../shared/models; never committed, never downloaded):
+#   OUT_DIR/stories260K.gguf       stories260K.bin with its tok512 vocabulary, F32, converted by
+#                                  llama.cpp's llama-convert-llama2c-to-ggml (CONVERTER); the
+#                                  converter writes llama.context_length 128, rewritten to the
+#                                  checkpoint's real seq_len (512) with the source tree's gguf-py
+#   OUT_DIR/stories260K-q8_0.gguf  the same model quantized to Q8_0 by QUANTIZE (llama-quantize):
+#                                  the draft model of the speculative tests (same vocabulary)
+# gguf-py is found at $LLAMA_SRC/gguf-py (LLAMA_SRC defaults to build/llama.cpp-src of this
+# checkout) and run with /usr/bin/python3 (Debian's numpy). Files already made are kept.
+set -euo pipefail
+die() { echo "make-models.sh: $*" >&2; exit 1; }
+[[ $# -eq 4 ]] || die "usage: make-models.sh MODELS_DIR OUT_DIR CONVERTER QUANTIZE"
+models=$1 out=$2 convert=$3 quantize=$4
+here=$(cd "$(dirname "$0")" && pwd)
+src=${LLAMA_SRC:-$here/../../../../build/llama.cpp-src}
+python=/usr/bin/python3
+ckpt=$models/stories260K.bin vocab=$models/stories260K.tok512.bin
+[[ -f $ckpt && -f $vocab ]] || die "$ckpt or $vocab not found (see ../shared/models/README.md)"
+[[ -x $convert ]] || die "no converter at '$convert' (llama-convert-llama2c-to-ggml)"
+[[ -x $quantize ]] || die "no llama-quantize at '$quantize'"
+[[ -f $src/gguf-py/gguf/scripts/gguf_set_metadata.py ]] || die "no gguf-py under LLAMA_SRC='$src'"
+mkdir -p "$out"
+log=$out/make-models.log
+: >"$log"
+gguf_py() { PYTHONPATH=$src/gguf-py "$python" "$@" >>"$log" 2>&1; }
+
+main=$out/stories260K.gguf draft=$out/stories260K-q8_0.gguf
+if [[ ! -f $main ]]; then
+  "$convert" --copy-vocab-from-model "$vocab" --llama2c-model "$ckpt" \
+    --llama2c-output-model "$main.tmp" >>"$log" 2>&1 || { tail -n 20 "$log" >&2; die "converting $ckpt failed"; }
+  # the checkpoint's header says seq_len 512 (its n_ctx); the converter writes 128
+  seq_len=$("$python" -c 'import struct,sys; print(struct.unpack("<7i", open(sys.argv[1], "rb").read(28))[6])' "$ckpt")
+  gguf_py "$src/gguf-py/gguf/scripts/gguf_set_metadata.py" "$main.tmp" llama.context_length "$seq_len" --force ||
+    { tail -n 20 "$log" >&2; die "setting llama.context_length failed"; }
+  mv "$main.tmp" "$main"
+fi
+if [[ ! -f $draft ]]; then
+  "$quantize" "$main" "$draft.tmp" Q8_0 >>"$log" 2>&1 || { tail -n 20 "$log" >&2; die "quantizing $main failed"; }
+  mv "$draft.tmp" "$draft"
+fi
+for f in "$main" "$draft"; do
+  n_ctx=$(PYTHONPATH=$src/gguf-py "$python" -c '
+import sys; from gguf import GGUFReader
+f = GGUFReader(sys.argv[1]).get_field("llama.context_length"); print(int(f.parts[f.data[0]][0]))' "$f") ||
+    die "cannot read $f"
+  [[ $n_ctx == 512 ]] || die "$f: llama.context_length is $n_ctx, not 512"
+done
+echo "make-models.sh: $main and $draft (n_ctx 512)"
