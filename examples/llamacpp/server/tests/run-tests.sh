@@ -5,8 +5,8 @@
 # llama-server at SERVER_BIN, on local models only: make-models.sh makes the GGUF files in
 # WORK_DIR/models from ../shared/models, and the pytest plugin specdec_local_models.py points the
 # tests' presets at them, skips (with its reason) a test whose model is only on the hub, and makes
-# downloads impossible. The tests run from a copy of the tests folder in WORK_DIR (the source tree
-# is never written to), with /usr/bin/python3 (Debian's pytest, requests, aiohttp, numpy,
+# downloads impossible. The tests run from a copy of the tests folder in WORK_DIR/llama.cpp (the
+# source tree is never written to), with /usr/bin/python3 (Debian's pytest, requests, aiohttp, numpy,
 # filelock; the `openai` and `wget` packages are stubs from ./stubs), one at a time, servers on
 # 127.0.0.1 only, the whole run under a time limit.
 #
@@ -59,13 +59,19 @@ $python -c 'import pytest, requests, aiohttp, numpy, filelock' 2>/dev/null ||
 
 LLAMA_SRC=$src "$here/make-models.sh" "$models" "$work/models" "$convert" "$quantize"
 
-# a copy of the tests: they write tmp/ and caches next to themselves
-rm -rf "$work/tests"
-cp -r "$src/tools/server/tests" "$work/tests"
-rm -rf "$work/tests/tmp" "$work/tests/.pytest_cache"
+# A copy of the tests (they write tmp/ next to themselves), in the source's layout with the files
+# they read by relative paths (../../../models/templates, ../../../tools/mtmd/*.jpeg).
+tree=$work/llama.cpp
+tests=$tree/tools/server/tests
+rm -rf "$tree"
+mkdir -p "$tree/tools/server" "$tree/tools/mtmd" "$tree/models"
+cp -r "$src/tools/server/tests" "$tests"
+cp -r "$src/models/templates" "$tree/models/templates"
+cp "$src"/tools/mtmd/*.jpeg "$tree/tools/mtmd/" 2>/dev/null || true
+rm -rf "$tests/tmp" "$tests/.pytest_cache"
 args=()
 for f in $files; do
-  [[ -f $work/tests/unit/$f ]] || die "no test file unit/$f in $src/tools/server/tests"
+  [[ -f $tests/unit/$f ]] || die "no test file unit/$f in $src/tools/server/tests"
   args+=("unit/$f")
 done
 
@@ -75,7 +81,7 @@ echo "run-tests.sh: $server_bin, ${#args[@]} test files, port $port, limit ${lim
 start=$(date +%s)
 set +e
 (
-  cd "$work/tests"
+  cd "$tests"
   env PYTHONPATH="$here" PYTHONDONTWRITEBYTECODE=1 LLAMA_SERVER_BIN_PATH="$server_bin" PORT="$port" \
     SPECDEC_SERVER_MODELS="$work/models" \
     timeout --kill-after=30 "$limit" "$python" -m pytest -p specdec_local_models -p no:cacheprovider \

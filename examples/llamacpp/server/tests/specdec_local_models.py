@@ -26,7 +26,7 @@ Local models (--specdec-models DIR, or env SPECDEC_SERVER_MODELS):
 
 --specdec-outcomes FILE writes one line per test: `OUTCOME nodeid` (PASSED, FAILED, ERROR,
 SKIPPED, XFAILED, XPASSED), then `  # reason` for a skip or a failure's last line (node ids hold
-spaces and `|`, from parameters such as regexes; never `  # `).
+spaces and `|`, from parameters such as regexes, but none here holds `  # `).
 """
 
 from __future__ import annotations
@@ -211,7 +211,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
                 reason = str(report.longrepr[2]).removeprefix("Skipped: ")
     elif report.failed:
         outcome = "FAILED" if report.when == "call" else "ERROR"
-        reason = (report.longreprtext.strip().splitlines() or [""])[-1]
+        crash = getattr(report.longrepr, "reprcrash", None)
+        if crash is not None:
+            message = (crash.message.strip().splitlines() or [""])[0]
+            reason = f"{os.path.basename(crash.path)}:{crash.lineno}: {message}"
+        else:
+            reason = (report.longreprtext.strip().splitlines() or [""])[-1]
     elif report.when == "call":
         outcome = "XPASSED" if hasattr(report, "wasxfail") else "PASSED"
     else:
