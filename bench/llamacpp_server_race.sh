@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# bench/llamacpp_server_race.sh PATCHED_BIN STOCK_BIN [THREADS] [REQUESTS] - llama-server with
+# specdec's speculative decoding (PATCHED_BIN, built by examples/llamacpp/server/build-server.sh)
+# against the stock llama-server from the same pinned source (STOCK_BIN, build-server.sh --stock),
+# under concurrent load, on the same GGUF models, threads (default 1), prompts and attention
+# kernel (-fa on for every server), in one run: the server counterpart of bench/llamacpp_race.sh.
+#
+# Models: the CLI race's (tests/llamacpp/make_gguf.sh --big, in $LLAMACPP_BUILD/race-gguf, default
+# build/llamacpp, made there from ../shared/models if absent, never committed; GGUF_DIR=DIR reads
+# them elsewhere): aidreams260K reshaped to the 110M shape as F32 and Q8_0, its first 3 layers as
+# the draft. Systems, every one a llama-server with -np 4 (4 slots), -c 2048 (512 a slot, which
+# the server caps at the model's training context, 128: a prompt and 100 tokens fit), -t THREADS,
+# -fa on, --metrics, on 127.0.0.1 and a free port:
+#   stock-plain    STOCK_BIN, no draft (the reference)
+#   stock-spec-K   STOCK_BIN -md DRAFT --spec-type draft-simple --spec-draft-n-max K --spec-draft-n-min 0
+#                  (K in STOCK_KS, default "2 4 8"); the tables add stock-spec-best, the best K per point
+#   specdec-plain  PATCHED_BIN, no draft
+#   specdec-spec   PATCHED_BIN -md DRAFT --spec-type draft-simple --spec-draft-n-max SPECDEC_K
+#                  (SPECDEC_K default 4; SPECDEC_K= passes no K: the patched server's default)
+# Load (bench/support/server_load.py, run by /usr/bin/python3 for aiohttp): CLIENTS clients (each
+# of "1 4 8") send /completion requests back to back, stream off, until REQUESTS (default 16) have
+# completed; request i is prompt i mod 6 of a fixed list ("The machine", "I dreamed of", ...) with
+# seed i, 100 tokens, end of text ignored, temperature 0 or 0.8 with llama-server's defaults for
+# the rest (top-k 40, top-p 0.95, min-p 0.05), so every server serves the same requests. One
+# warm-up request (8 tokens) per server start, not measured.
+#
+# Each round starts every system's server for a quantization at once (idle servers take no CPU),
+# then runs each (temperature, clients) point on every server in turn, the order rotated by one
+# system from point to point, so that drift of the machine hits every system alike; ROUNDS
+# (default 1) repeats. Measures per point and system: aggregate decode tokens/s (completed tokens
+# over the load's wall time, first request sent to last answer: prompt processing and queueing
+# included) as median [range] over rounds, its ratio to stock-plain's in the same round (median
+# over rounds); the median of the server's timings.predicted_per_second over requests; request
+# latency p50 and p95 (s, queueing included); draft acceptance (sum of timings.draft_n_accepted
+# over sum of draft_n); how many completions are the same text as stock-plain's for the same
+# request and round (expected at T = 0 up to batching's rounding; not at T = 0.8, where each
+# server draws its own way); failed requests. Prints a markdown table per point; keeps the raw
+# numbers (requests.tsv: one row per request; loads.tsv: one per load; summary.tsv: the tables),
+# each server's log and its /metrics at the end in OUT (default build/server-race/DATE-TIME).
+#
+# Environment: QUANTS (default "q8_0"; "f32 q8_0" for both), TEMPS (default "0 0.8"), CLIENTS
+# (default "1 4 8"), STOCK_KS, SPECDEC_K, ROUNDS, SYSTEMS (a regex over the system names, e.g.
+# 'stock-plain|stock-spec-4|specdec-spec'), OUT, GGUF_DIR.
+# Time: about 6 s per server start plus REQUESTS x 100 tokens per load; the default run (Q8_0,
+# 6 systems, 2 temperatures x 3 client counts, 16 requests, 1 thread, 1 round) is 36 loads of
+# 1600 tokens: about 15 minutes at the CLI race's Q8_0 speeds (~100 tokens/s a stream, more
+# batched), 25 at worst (the spec rows at T = 0.8 decode at half plain's speed).
+#
+# Do not run it while anything else runs on the machine (compiles included): the figures would
+# measure the neighbour.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+usage="usage: bench/llamacpp_server_race.sh PATCHED_BIN STOCK_BIN [THREADS] [REQUESTS]"
+patched=${1:?$usage}
+stock=${2:?$usage}
+T=${3:-1}
+REQ=${4:-16}
+N=100
+R=${ROUNDS:-1}
+SPECDEC_K=${SPECDEC_K-4}
+py=/usr/bin/python3
+for f in "$patched" "$stock"; do
+  [[ -x $f ]] || { echo "llamacpp_server_race.sh: $f is not an executable llama-server" >&2; exit 1; }
+done
+patched=$(realpath "$patched") stock=$(realpath "$stock")
+"$py" -c 'import aiohttp' 2>/dev/null ||
+  { echo "llamacpp_server_race.sh: $py has no aiohttp (apt-get install python3-aiohttp)" >&2; exit 1; }
+
+B=${LLAMACPP_BUILD:-build/llamacpp}
+G=${GGUF_DIR:-$B/race-gguf}
+if [[ ! -f $G/big.gguf || ! -f $G/big-q8_0.gguf || ! -f $G/big-draft.gguf ]]; then
+  [[ -z ${GGUF_DIR:-} ]] || { echo "llamacpp_server_race.sh: no big*.gguf in GGUF_DIR=$G" >&2; exit 1; }
+  tests/llamacpp/make_gguf.sh "${SPECDEC_MODELS_DIR:-../shared/models}" "$G" "$B/examples/llama2c/specdec-reshape" \
+    "$B/bin/llama-convert-llama2c-to-ggml" "$B/bin/llama-quantize" --big
+  [[ -f $G/big-draft.gguf ]] || { echo "llamacpp_server_race.sh: no models (../shared/models absent?)" >&2; exit 1; }
+fi
+draft=$G/big-draft.gguf
+
+out=${OUT:-build/server-race/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out/logs"
+printf 'round\tquant\ttemp\tclients\tsystem\trequest\tseed\tprompt\tstatus\tlatency_s\tpredicted_n\tpredicted_per_second\tdraft_n\tdraft_n_accepted\tsha1\n' >"$out/requests.tsv"
+printf 'round\tquant\ttemp\tclients\tsystem\twall_s\tpredicted_n\terrors\n' >"$out/loads.tsv"
+
+# The systems: name, binary and extra flags (one string, split on spaces).
+names=() bins=() extra=()
+add() { [[ -z ${SYSTEMS:-} || $1 =~ ^(${SYSTEMS})$ ]] || return 0; names+=("$1") bins+=("$2") extra+=("$3"); }
+add stock-plain "$stock" ""
+for k in ${STOCK_KS:-2 4 8}; do
+  add "stock-spec-$k" "$stock" "-md $draft --spec-type draft-simple --spec-draft-n-max $k --spec-draft-n-min 0"
+done
+add specdec-plain "$patched" ""
+add specdec-spec "$patched" "-md $draft --spec-type draft-simple${SPECDEC_K:+ --spec-draft-n-max $SPECDEC_K}"
+[[ ${#names[@]} -gt 0 ]] || { echo "llamacpp_server_race.sh: SYSTEMS='${SYSTEMS:-}' matches no system" >&2; exit 1; }
+
+declare -A pid port
+stop_all() {
+  local s p
+  for s in "${!pid[@]}"; do
+    p=${pid[$s]}
+    curl -sf "http://127.0.0.1:${port[$s]}/metrics" >"$out/logs/$s.$tag.metrics" 2>/dev/null || true
+    kill "$p" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+    unset "pid[$s]"
+  done
+}
+tag=none
+trap stop_all EXIT
+loader=
+trap '[[ -z $loader ]] || kill "$loader" 2>/dev/null; exit 130' INT TERM
+
+free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+start() {  # system binary target extra-flags: starts it, waits for /health and warms it up
+  local s=$1 bin=$2 target=$3 log p
+  # shellcheck disable=SC2206
+  local flags=($4)
+  log=$out/logs/$s.$tag.log
+  p=$(free_port)
+  "$bin" -m "$target" "${flags[@]}" -c 2048 -np 4 -t "$T" -fa on --metrics --host 127.0.0.1 --port "$p" \
+    >"$log" 2>&1 &
+  pid[$s]=$! port[$s]=$p
+  for _ in $(seq 600); do
+    if ! kill -0 "${pid[$s]}" 2>/dev/null; then
+      echo "llamacpp_server_race.sh: $s exited at start; its log ($log) ends:" >&2
+      tail -n 15 "$log" >&2
+      unset "pid[$s]" "port[$s]"
+      return 1
+    fi
+    curl -sf "http://127.0.0.1:$p/health" >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  curl -sf "http://127.0.0.1:$p/health" >/dev/null 2>&1 ||
+    { echo "llamacpp_server_race.sh: $s not healthy after 120 s (log: $log)" >&2
+      kill -9 "${pid[$s]}"; wait "${pid[$s]}" 2>/dev/null; unset "pid[$s]" "port[$s]"; return 1; }
+  "$py" bench/support/server_load.py "http://127.0.0.1:$p" 1 1 0 --n-predict 8 >/dev/null ||
+    echo "llamacpp_server_race.sh: $s: the warm-up request failed (log: $log)" >&2
+}
+
+point=0
+for round in $(seq 1 "$R"); do
+  for quant in ${QUANTS:-q8_0}; do
+    target=$G/big.gguf
+    [[ $quant == q8_0 ]] && target=$G/big-q8_0.gguf
+    tag=$quant.r$round
+    echo "round $round/$R: $quant: starting ${#names[@]} servers" >&2
+    for i in "${!names[@]}"; do start "${names[$i]}" "${bins[$i]}" "$target" "${extra[$i]}" || true; done
+    for temp in ${TEMPS:-0 0.8}; do
+      for clients in ${CLIENTS:-1 4 8}; do
+        n=${#names[@]}
+        for j in $(seq 0 $((n - 1))); do
+          s=${names[$(((j + point) % n))]}
+          [[ -n ${pid[$s]:-} ]] || continue
+          echo "round $round/$R: $quant T=$temp, $clients client(s): $s" >&2
+          key=$(printf '%s\t%s\t%s\t%s\t%s' "$round" "$quant" "$temp" "$clients" "$s")
+          "$py" bench/support/server_load.py "http://127.0.0.1:${port[$s]}" "$clients" "$REQ" "$temp" \
+            --n-predict "$N" --tag "$key" >"$out/last.tsv" &
+          loader=$!  # in the background, so that a signal stops the run at once
+          wait "$loader" || echo "llamacpp_server_race.sh: $s: every request failed (log: $out/logs/$s.$tag.log)" >&2
+          loader=
+          grep -v $'\tload\t' "$out/last.tsv" >>"$out/requests.tsv" || true
+          grep $'\tload\t' "$out/last.tsv" | sed 's/\tload\t/\t/' >>"$out/loads.tsv" || true
+        done
+        point=$((point + 1))
+      done
+    done
+    stop_all
+  done
+done
+rm -f "$out/last.tsv"
+
+for log in "$out"/logs/*.log; do  # what the servers said went wrong
+  e=$(grep -ciE 'error|fail|assert|abort' "$log" || true)
+  [[ $e == 0 ]] || echo "llamacpp_server_race.sh: $e line(s) of error or failure in $log" >&2
+done
+
+echo "# llamacpp_server_race.sh: $N tokens a request, $REQ requests a load, $T thread(s), -fa on, -np 4, $R round(s); specdec-spec K ${SPECDEC_K:-default}; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
+"$py" - "$out" <<'EOF'
+import collections, csv, math, statistics, sys
+out = sys.argv[1]
+def rows(name):
+    with open(f"{out}/{name}") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+loads, reqs = rows("loads.tsv"), rows("requests.tsv")
+points, systems = [], []
+tps = collections.defaultdict(dict)      # (point, system) -> round -> aggregate tokens/s
+per_req = collections.defaultdict(list)  # (point, system) -> request rows
+for l in loads:
+    p = (l["quant"], l["temp"], l["clients"])
+    if p not in points: points.append(p)
+    if l["system"] not in systems: systems.append(l["system"])
+    w = float(l["wall_s"])
+    tps[(p, l["system"])][l["round"]] = int(l["predicted_n"]) / w if w > 0 else float("nan")
+sha = {}
+for r in reqs:
+    p = (r["quant"], r["temp"], r["clients"])
+    per_req[(p, r["system"])].append(r)
+    sha[(p, r["system"], r["round"], r["request"])] = r["sha1"]
+order = [s for s in systems if s == "stock-plain"] + [s for s in systems if s.startswith("stock-spec")] + \
+        [s for s in systems if s.startswith("specdec")]
+def pct(v, q):  # q-quantile, linear interpolation between order statistics
+    v = sorted(v)
+    if not v: return float("nan")
+    x = q * (len(v) - 1)
+    i = int(x)
+    return v[i] if i + 1 >= len(v) else v[i] + (x - i) * (v[i + 1] - v[i])
+def med(v):
+    v = [x for x in v if not math.isnan(x)]
+    return statistics.median(v) if v else float("nan")
+summary = open(f"{out}/summary.tsv", "w")
+summary.write("quant\ttemp\tclients\tsystem\ttps_median\ttps_min\ttps_max\tx_stock_plain\tserver_tps_median"
+              "\tlatency_p50_s\tlatency_p95_s\tdraft_n\tdraft_n_accepted\tsame_as_stock_plain\trequests\terrors\n")
+for p in points:
+    quant, temp, clients = p
+    print(f"\n### {quant} T={temp}, {clients} client(s)\n")
+    print("| system | tokens/s median [range] | x stock-plain | server t/s (median a request) | latency p50 / p95 (s) | acceptance | same text as stock-plain | failed |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    base = tps.get((p, "stock-plain"), {})
+    med_tps = {}
+    def line(s, label):
+        by_round = tps.get((p, s), {})
+        v = [x for x in by_round.values() if not math.isnan(x)]
+        rs = per_req.get((p, s), [])
+        ok = [r for r in rs if r["status"] == "200"]
+        fails = len(rs) - len(ok)
+        if not v:
+            print(f"| {label} | failed | | | | | | {fails} |"); return
+        m = statistics.median(v)
+        ratio = med([by_round[k] / base[k] for k in by_round if base.get(k)])
+        server = med([float(r["predicted_per_second"]) for r in ok])
+        lat = [float(r["latency_s"]) for r in ok]
+        dn = sum(int(r["draft_n"]) for r in ok)
+        da = sum(int(r["draft_n_accepted"]) for r in ok)
+        acc = f"{da / dn:.1%} ({da}/{dn})" if dn else ""
+        same = ""
+        if s != "stock-plain" and base:
+            keys = [(r["round"], r["request"]) for r in ok if (p, "stock-plain", r["round"], r["request"]) in sha]
+            same = f"{sum(sha[(p, s) + k] == sha[(p, 'stock-plain') + k] for k in keys)}/{len(keys)}"
+        rt = f"{ratio:.2f}x" if not math.isnan(ratio) else ""
+        print(f"| {label} | {m:.1f} [{min(v):.1f}-{max(v):.1f}] | {rt} | {server:.1f} | "
+              f"{pct(lat, 0.5):.2f} / {pct(lat, 0.95):.2f} | {acc} | {same} | {fails} |")
+        summary.write("\t".join(map(str, [quant, temp, clients, label, f"{m:.2f}", f"{min(v):.2f}", f"{max(v):.2f}",
+                                          f"{ratio:.3f}", f"{server:.2f}", f"{pct(lat, 0.5):.3f}",
+                                          f"{pct(lat, 0.95):.3f}", dn, da, same, len(rs), fails])) + "\n")
+        med_tps[s] = m
+    for s in order:
+        line(s, s)
+        if s.startswith("stock-spec") and not any(x.startswith("stock-spec") for x in order[order.index(s) + 1:]):
+            ks = {x: m for x, m in med_tps.items() if x.startswith("stock-spec")}
+            if len(ks) > 1:
+                best = max(ks, key=ks.get)
+                line(best, f"stock-spec-best (K = {best.rsplit('-', 1)[1]})")
+    spec = [x for x in med_tps if x.startswith("stock-spec")]
+    if "specdec-spec" in med_tps and spec:
+        best = max(spec, key=med_tps.get)
+        print(f"\nspecdec-spec / the best stock K ({best}): {med_tps['specdec-spec'] / med_tps[best]:.2f}x")
+print(f"\nraw numbers: {out}/requests.tsv, loads.tsv, summary.tsv; server logs and /metrics in {out}/logs")
+EOF
