@@ -49,7 +49,6 @@
 # Do not run it while anything else runs on the machine (compiles included): the figures would
 # measure the neighbour.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 usage="usage: bench/llamacpp_server_race.sh PATCHED_BIN STOCK_BIN [THREADS] [REQUESTS]"
 patched=${1:?$usage}
 stock=${2:?$usage}
@@ -62,7 +61,12 @@ py=/usr/bin/python3
 for f in "$patched" "$stock"; do
   [[ -x $f ]] || { echo "llamacpp_server_race.sh: $f is not an executable llama-server" >&2; exit 1; }
 done
+# Paths given are the caller's; the defaults are the repository's.
 patched=$(realpath "$patched") stock=$(realpath "$stock")
+for v in GGUF_DIR OUT LLAMACPP_BUILD SPECDEC_MODELS_DIR; do
+  [[ -z ${!v:-} ]] || printf -v "$v" '%s' "$(realpath -m "${!v}")"
+done
+cd "$(dirname "$0")/.."
 "$py" -c 'import aiohttp' 2>/dev/null ||
   { echo "llamacpp_server_race.sh: $py has no aiohttp (apt-get install python3-aiohttp)" >&2; exit 1; }
 
