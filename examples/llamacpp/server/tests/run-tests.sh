@@ -21,7 +21,8 @@
 #   LLAMA_CONVERT           llama-convert-llama2c-to-ggml (default: found under build/llamacpp)
 #   LLAMA_QUANTIZE          llama-quantize (default: found under build/llamacpp)
 #   SPECDEC_TESTS_TIMEOUT   seconds for the whole pytest run (default 1500)
-#   SPECDEC_TESTS_PORT      the servers' port (default: a free one)
+#   SPECDEC_TESTS_PORT      the servers' port (default: a free one below the ephemeral range)
+#   LLAMA_ARG_THREADS       the servers' threads (default 1)
 #   SPECDEC_TESTS_FILES     the test files, space-separated (default: the list below)
 #   SPECDEC_EXPECTED_FAILURES  the expected-failures file (default: ./expected-failures.txt)
 set -euo pipefail
@@ -75,14 +76,39 @@ for f in $files; do
   args+=("unit/$f")
 done
 
-port=${SPECDEC_TESTS_PORT:-$($python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+# The servers' port: a free one below the kernel's ephemeral range, which the router's children,
+# other servers started with port 0 and outgoing connections draw from. The tests start their
+# servers one after another on this one port.
+port=${SPECDEC_TESTS_PORT:-$($python - <<'PY'
+import random, socket
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except OSError:
+    low = 32768
+for _ in range(500):
+    port = random.randrange(20000, max(low, 20001))
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+    print(port)
+    break
+PY
+)}
+[[ -n $port ]] || die "no free port found"
+# One thread per server: stories260K gains nothing from more, and two ggml threads that meet at
+# every op stall when the machine is busy (24 ms a token instead of 0.1 ms on 2 loaded cores).
+threads=${LLAMA_ARG_THREADS:-1}
 rm -f "$work/junit.xml" "$work/outcomes.txt" "$work/summary.txt"
-echo "run-tests.sh: $server_bin, ${#args[@]} test files, port $port, limit ${limit}s, log $work/pytest.log"
+echo "run-tests.sh: $server_bin, ${#args[@]} test files, port $port, $threads thread(s), limit ${limit}s, log $work/pytest.log"
 start=$(date +%s)
 set +e
 (
   cd "$tests"
   env PYTHONPATH="$here" PYTHONDONTWRITEBYTECODE=1 LLAMA_SERVER_BIN_PATH="$server_bin" PORT="$port" \
+    LLAMA_ARG_THREADS="$threads" \
     SPECDEC_SERVER_MODELS="$work/models" \
     timeout --kill-after=30 "$limit" "$python" -m pytest -p specdec_local_models -p no:cacheprovider \
       --specdec-outcomes "$work/outcomes.txt" --junitxml "$work/junit.xml" -o junit_family=xunit2 \

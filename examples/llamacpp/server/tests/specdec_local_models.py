@@ -9,6 +9,8 @@ file of llama.cpp's; at configure time it patches the tests' `utils` module:
   naming the hub model. A server with a vision projector to fetch (`mmproj_url`) is skipped too;
 - a router server (no model of its own) given no models preset or directory by its test gets
   ROUTER_MODELS, a models preset naming local GGUFs by the hub names the tests route to;
+- a server whose port another process holds fails its test (utils' start() would take the other
+  process's /health answer for its own);
 - `download_file` (a model fetched by URL, e.g. the speculative tests' draft) returns the local
   equivalent from DOWNLOADS, or skips the test;
 - `ServerPreset.load_all` (the session fixture that downloads every preset's model) only checks
@@ -32,7 +34,9 @@ spaces and `|`, from parameters such as regexes, but none here holds `  # `).
 from __future__ import annotations
 
 import os
+import socket
 import sys
+import time
 
 import pytest
 
@@ -135,6 +139,29 @@ def _localize(server) -> None:
     server.offline = True
 
 
+def _port_free(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server's listener
+        try:
+            s.bind((host.strip("[]"), port))
+        except OSError:
+            return False
+    return True
+
+
+def _wait_for_port(server, seconds: float = 10.0) -> None:
+    """Fails the test when another process holds the port (its /health would pass for ours)."""
+    if getattr(server, "external_server", False):
+        return
+    hosts = [h.strip() for h in str(server.server_host).split(",")]
+    deadline = time.monotonic() + seconds
+    while not all(_port_free(h, int(server.server_port)) for h in hosts if h != "localhost"):
+        if time.monotonic() > deadline:
+            pytest.fail(f"specdec local models: port {server.server_port} is held by another process")
+        time.sleep(0.1)
+
+
 def _router_preset() -> str:
     path = os.path.join(_models_dir, "router-models.ini")
     lines = ["; made by specdec_local_models.py: local models under the names the router tests use", "version = 1", ""]
@@ -176,7 +203,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
     def start(self, *args, **kwargs):
         _localize(self)
-        return original_start(self, *args, **kwargs)
+        _wait_for_port(self)
+        original_start(self, *args, **kwargs)
+        # utils' start() returns when /health answers on the port: make sure it was this server
+        if self.process is not None and self.process.poll() is not None:
+            pytest.fail(f"specdec local models: the server exited ({self.process.returncode}) at start, "
+                        f"yet something answered on port {self.server_port}")
 
     utils.ServerProcess.start = start
     utils.ServerPreset.load_all = staticmethod(_load_all)
