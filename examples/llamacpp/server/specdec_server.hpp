@@ -14,9 +14,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "llama.h"
@@ -35,23 +37,37 @@ namespace specdec::llama_server {
 
 /// Which rule draws a request's tokens and verifies its drafts (chosen per request at its start).
 enum class rule {
-  /// llama.cpp's own sampling and sample-and-match: for chains whose last sampler picks the token
-  /// itself with feedback (mirostat, adaptive-p), and for backend sampling.
+  /// llama.cpp's own sampling and sample-and-match on the draft model's top candidates. Serves
+  /// a request that pins a seed (llama.cpp draws one uniform of the seed's stream per emitted
+  /// token, so its tokens are stock llama-server's, with or without a draft: clients and
+  /// llama.cpp's own tests rely on that stream), unless coupled sampling is asked for; and chains
+  /// whose last sampler picks the token itself with feedback (mirostat, adaptive-p), and backend
+  /// sampling.
   stock,
-  /// The request pins a seed: coupled draws keyed by (seed, position), so its tokens are the same
-  /// with or without a draft model, whatever K, and drafts drawn with the same noise are kept.
+  /// A pinned seed with SPECDEC_SEEDED=coupled in the server's environment: coupled draws keyed by
+  /// (seed, position), so the tokens are the same with or without a draft model, whatever K, and
+  /// drafts drawn by the draft model under the same noise are kept about as often as rejection
+  /// sampling keeps them. The tokens differ from stock llama-server's for that seed.
   coupled,
   /// No seed: rejection sampling with the draft's q (a one-hot q for deterministic drafts), the
   /// rule that keeps the most drafts.
   rejection,
 };
 
+/// Whether seeded requests use coupled sampling: SPECDEC_SEEDED=coupled in the environment.
+inline bool coupled_seeded_requests() {
+  const char* v = std::getenv("SPECDEC_SEEDED");
+  return v != nullptr && std::string_view(v) == "coupled";
+}
+
 /// The rule for a request's sampling parameters.
-inline rule rule_for(const common_params_sampling& params, bool backend_sampling) {
+inline rule rule_for(const common_params_sampling& params, bool backend_sampling,
+                     bool coupled_seeded = coupled_seeded_requests()) {
   if (backend_sampling || params.mirostat != 0) return rule::stock;
   for (const auto type : params.samplers)
     if (type == COMMON_SAMPLER_TYPE_ADAPTIVE_P) return rule::stock;
-  return params.seed == LLAMA_DEFAULT_SEED ? rule::rejection : rule::coupled;
+  if (params.seed == LLAMA_DEFAULT_SEED) return rule::rejection;
+  return coupled_seeded ? rule::coupled : rule::stock;
 }
 
 /// The rule's name, for logs and the slot's JSON.
@@ -94,6 +110,10 @@ class slot_speculation {
   }
 
   rule current() const noexcept { return rule_; }
+
+  /// Whether draft() picks the draft model's tokens for this request (else llama.cpp's draft
+  /// sampler does: its top candidate).
+  bool draws_drafts() const noexcept { return rule_ != rule::stock; }
 
   /// The slot's next token from row `idx` of `ctx`, at sequence position `position`, with no
   /// draft: coupled when the request pins a seed, else llama.cpp's own draw. The caller accepts it
