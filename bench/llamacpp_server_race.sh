@@ -17,10 +17,19 @@
 #   specdec-plain  PATCHED_BIN, no draft
 #   specdec-spec   PATCHED_BIN -md DRAFT --spec-type draft-simple --spec-draft-n-max SPECDEC_K
 #                  (SPECDEC_K default 4; SPECDEC_K= passes no K: the patched server's default)
+#   specdec-spec-coupled  the same with SPECDEC_SEEDED=coupled in the server's environment
+# The patched server serves a request that pins a seed (as this load's do) with llama.cpp's own
+# rule, sample-and-match on the draft model's top candidate: specdec-spec then drafts, verifies
+# and outputs exactly as stock-spec-K at the same K (same acceptance, same text), and measures
+# the patch's overhead; specdec-spec-coupled verifies with coupled sampling (specdec's rule for
+# seeded requests: same tokens at any K, not stock's). SEEDS=none sends no seed: the patched
+# server then uses rejection sampling (its rule for most clients, which send no seed),
+# specdec-spec-coupled is left out, and the requests differ between servers at T > 0 (each draws
+# its own seed), so the same-text column is left blank.
 # Load (bench/support/server_load.py, run by /usr/bin/python3 for aiohttp): CLIENTS clients (each
 # of "1 4 8") send /completion requests back to back, stream off, until REQUESTS (default 16) have
 # completed; request i is prompt i mod 6 of a fixed list ("The machine", "I dreamed of", ...) with
-# seed i, 100 tokens, end of text ignored, temperature 0 or 0.8 with llama-server's defaults for
+# seed i (SEEDS=request, the default), 100 tokens, end of text ignored, temperature 0 or 0.8 with llama-server's defaults for
 # the rest (top-k 40, top-p 0.95, min-p 0.05), so every server serves the same requests. One
 # warm-up request (8 tokens) per server start, not measured.
 #
@@ -39,12 +48,13 @@
 # each server's log and its /metrics at the end in OUT (default build/server-race/DATE-TIME).
 #
 # Environment: QUANTS (default "q8_0"; "f32 q8_0" for both), TEMPS (default "0 0.8"), CLIENTS
-# (default "1 4 8"), STOCK_KS, SPECDEC_K, ROUNDS, SYSTEMS (a regex over the system names, e.g.
-# 'stock-plain|stock-spec-4|specdec-spec'), OUT, GGUF_DIR.
-# Time: about 6 s per server start plus REQUESTS x 100 tokens per load; the default run (Q8_0,
-# 6 systems, 2 temperatures x 3 client counts, 16 requests, 1 thread, 1 round) is 36 loads of
-# 1600 tokens: about 15 minutes at the CLI race's Q8_0 speeds (~100 tokens/s a stream, more
-# batched), 25 at worst (the spec rows at T = 0.8 decode at half plain's speed).
+# (default "1 4 8"), STOCK_KS, SPECDEC_K, SEEDS (request or none), ROUNDS, SYSTEMS (a regex over
+# the system names, e.g. 'stock-plain|stock-spec-4|specdec-spec'), OUT, GGUF_DIR.
+# Time: under a second per server start, then REQUESTS x 100 tokens per load. The default run
+# (Q8_0, 7 systems, 2 temperatures x 3 client counts, 16 requests, 1 thread, 1 round) is 42 loads
+# of 1600 tokens, about 12 minutes on a 2-core Xeon (Nov 2026: ~75 tokens/s a single stream,
+# ~140 with 4 or 8 clients, the spec rows at T = 0.8 slower); count 20 at most. Each round and
+# each quantization more (QUANTS="f32 q8_0": F32 at about half Q8_0's speed) adds as much again.
 #
 # Do not run it while anything else runs on the machine (compiles included): the figures would
 # measure the neighbour.
@@ -58,6 +68,9 @@ N=100
 R=${ROUNDS:-1}
 SPECDEC_K=${SPECDEC_K-4}
 py=/usr/bin/python3
+SEEDS=${SEEDS:-request}
+[[ $SEEDS == request || $SEEDS == none ]] || { echo "llamacpp_server_race.sh: SEEDS is request or none" >&2; exit 1; }
+unset SPECDEC_SEEDED  # set for specdec-spec-coupled alone
 for f in "$patched" "$stock"; do
   [[ -x $f ]] || { echo "llamacpp_server_race.sh: $f is not an executable llama-server" >&2; exit 1; }
 done
@@ -85,15 +98,22 @@ mkdir -p "$out/logs"
 printf 'round\tquant\ttemp\tclients\tsystem\trequest\tseed\tprompt\tstatus\tlatency_s\tpredicted_n\tpredicted_per_second\tdraft_n\tdraft_n_accepted\tsha1\n' >"$out/requests.tsv"
 printf 'round\tquant\ttemp\tclients\tsystem\twall_s\tpredicted_n\terrors\n' >"$out/loads.tsv"
 
-# The systems: name, binary and extra flags (one string, split on spaces).
-names=() bins=() extra=()
-add() { [[ -z ${SYSTEMS:-} || $1 =~ ^(${SYSTEMS})$ ]] || return 0; names+=("$1") bins+=("$2") extra+=("$3"); }
+# The systems: name, binary, extra flags and environment (strings split on spaces).
+names=() bins=() extra=() envs=()
+add() {
+  [[ -z ${SYSTEMS:-} || $1 =~ ^(${SYSTEMS})$ ]] || return 0
+  names+=("$1") bins+=("$2") extra+=("$3") envs+=("${4:-}")
+}
 add stock-plain "$stock" ""
 for k in ${STOCK_KS:-2 4 8}; do
   add "stock-spec-$k" "$stock" "-md $draft --spec-type draft-simple --spec-draft-n-max $k --spec-draft-n-min 0"
 done
 add specdec-plain "$patched" ""
-add specdec-spec "$patched" "-md $draft --spec-type draft-simple${SPECDEC_K:+ --spec-draft-n-max $SPECDEC_K}"
+spec="-md $draft --spec-type draft-simple${SPECDEC_K:+ --spec-draft-n-max $SPECDEC_K}"
+add specdec-spec "$patched" "$spec"
+# Seeded requests: the patched server keeps llama.cpp's own rule (sample-and-match) unless told
+# SPECDEC_SEEDED=coupled; without a seed, its rule is rejection sampling (SEEDS=none).
+[[ $SEEDS == none ]] || add specdec-spec-coupled "$patched" "$spec" SPECDEC_SEEDED=coupled
 [[ ${#names[@]} -gt 0 ]] || { echo "llamacpp_server_race.sh: SYSTEMS='${SYSTEMS:-}' matches no system" >&2; exit 1; }
 
 declare -A pid port
@@ -119,10 +139,10 @@ free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1",
 start() {  # system binary target extra-flags: starts it, waits for /health and warms it up
   local s=$1 bin=$2 target=$3 log p
   # shellcheck disable=SC2206
-  local flags=($4)
+  local flags=($4) environment=($5)
   log=$out/logs/$s.$tag.log
   p=$(free_port)
-  "$bin" -m "$target" "${flags[@]}" -c 2048 -np 4 -t "$T" -fa on --metrics --host 127.0.0.1 --port "$p" \
+  env "${environment[@]}" "$bin" -m "$target" "${flags[@]}" -c 2048 -np 4 -t "$T" -fa on --metrics --host 127.0.0.1 --port "$p" \
     >"$log" 2>&1 &
   pid[$s]=$! port[$s]=$p
   for _ in $(seq 600); do
@@ -149,7 +169,7 @@ for round in $(seq 1 "$R"); do
     [[ $quant == q8_0 ]] && target=$G/big-q8_0.gguf
     tag=$quant.r$round
     echo "round $round/$R: $quant: starting ${#names[@]} servers" >&2
-    for i in "${!names[@]}"; do start "${names[$i]}" "${bins[$i]}" "$target" "${extra[$i]}" || true; done
+    for i in "${!names[@]}"; do start "${names[$i]}" "${bins[$i]}" "$target" "${extra[$i]}" "${envs[$i]}" || true; done
     for temp in ${TEMPS:-0 0.8}; do
       for clients in ${CLIENTS:-1 4 8}; do
         n=${#names[@]}
@@ -159,7 +179,7 @@ for round in $(seq 1 "$R"); do
           echo "round $round/$R: $quant T=$temp, $clients client(s): $s" >&2
           key=$(printf '%s\t%s\t%s\t%s\t%s' "$round" "$quant" "$temp" "$clients" "$s")
           "$py" bench/support/server_load.py "http://127.0.0.1:${port[$s]}" "$clients" "$REQ" "$temp" \
-            --n-predict "$N" --tag "$key" >"$out/last.tsv" &
+            --n-predict "$N" --tag "$key" --seeds "$SEEDS" >"$out/last.tsv" &
           loader=$!  # in the background, so that a signal stops the run at once
           wait "$loader" || echo "llamacpp_server_race.sh: $s: every request failed (log: $out/logs/$s.$tag.log)" >&2
           loader=
@@ -179,10 +199,10 @@ for log in "$out"/logs/*.log; do  # what the servers said went wrong
   [[ $e == 0 ]] || echo "llamacpp_server_race.sh: $e line(s) of error or failure in $log" >&2
 done
 
-echo "# llamacpp_server_race.sh: $N tokens a request, $REQ requests a load, $T thread(s), -fa on, -np 4, $R round(s); specdec-spec K ${SPECDEC_K:-default}; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
-"$py" - "$out" <<'EOF'
+echo "# llamacpp_server_race.sh: $N tokens a request, $REQ requests a load, seeds: $SEEDS, $T thread(s), -fa on, -np 4, $R round(s); specdec-spec K ${SPECDEC_K:-default}; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
+"$py" - "$out" "$SEEDS" <<'EOF'
 import collections, csv, math, statistics, sys
-out = sys.argv[1]
+out, seeds = sys.argv[1:3]
 def rows(name):
     with open(f"{out}/{name}") as f:
         return list(csv.DictReader(f, delimiter="\t"))
@@ -238,7 +258,7 @@ for p in points:
         da = sum(int(r["draft_n_accepted"]) for r in ok)
         acc = f"{da / dn:.1%} ({da}/{dn})" if dn else ""
         same = ""
-        if s != "stock-plain" and base:
+        if s != "stock-plain" and base and seeds == "request":
             keys = [(r["round"], r["request"]) for r in ok if (p, "stock-plain", r["round"], r["request"]) in sha]
             same = f"{sum(sha[(p, s) + k] == sha[(p, 'stock-plain') + k] for k in keys)}/{len(keys)}"
         rt = f"{ratio:.2f}x" if not math.isnan(ratio) else ""
@@ -256,8 +276,10 @@ for p in points:
                 best = max(ks, key=ks.get)
                 line(best, f"stock-spec-best (K = {best.rsplit('-', 1)[1]})")
     spec = [x for x in med_tps if x.startswith("stock-spec")]
-    if "specdec-spec" in med_tps and spec:
+    if spec:
         best = max(spec, key=med_tps.get)
-        print(f"\nspecdec-spec / the best stock K ({best}): {med_tps['specdec-spec'] / med_tps[best]:.2f}x")
+        for s in ("specdec-spec", "specdec-spec-coupled"):
+            if s in med_tps:
+                print(f"\n{s} / the best stock K ({best}): {med_tps[s] / med_tps[best]:.2f}x")
 print(f"\nraw numbers: {out}/requests.tsv, loads.tsv, summary.tsv; server logs and /metrics in {out}/logs")
 EOF

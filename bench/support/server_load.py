@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-# bench/support/server_load.py URL CLIENTS REQUESTS TEMP [--n-predict N] [--tag TEXT] - the load
-# of bench/llamacpp_server_race.sh: CLIENTS clients, each sending /completion requests back to
-# back (stream off) until REQUESTS requests have completed in all. Request i (0-based, handed out
-# in order to whichever client is free) is prompt PROMPTS[i % len(PROMPTS)] with seed i, N tokens
+# bench/support/server_load.py URL CLIENTS REQUESTS TEMP [--n-predict N] [--tag TEXT]
+#   [--seeds request|none] - the load of bench/llamacpp_server_race.sh: CLIENTS clients, each
+# sending /completion requests back to back (stream off) until REQUESTS requests have completed in
+# all. Request i (0-based, handed out in order to whichever client is free) is prompt
+# PROMPTS[i % len(PROMPTS)] with seed i (--seeds none: no seed, the server draws one), N tokens
 # (default 100) with end of text ignored, at temperature TEMP and llama-server's defaults for the
 # rest (top-k 40, top-p 0.95, min-p 0.05), so two servers serve the same requests.
 #
@@ -38,6 +39,8 @@ async def main():
     ap.add_argument("temp", type=float)
     ap.add_argument("--n-predict", type=int, default=100)
     ap.add_argument("--tag", default="")
+    ap.add_argument("--seeds", choices=["request", "none"], default="request",
+                    help="request: seed i for request i; none: no seed (the server draws one)")
     ap.add_argument("--timeout", type=float, default=900)
     a = ap.parse_args()
 
@@ -55,9 +58,10 @@ async def main():
                 "n_predict": a.n_predict,
                 "ignore_eos": True,
                 "temperature": a.temp,
-                "seed": i,
                 "stream": False,
             }
+            if a.seeds == "request":
+                body["seed"] = i
             t0 = time.perf_counter()
             try:
                 async with session.post(a.url + "/completion", json=body) as r:
@@ -73,7 +77,7 @@ async def main():
             t = j.get("timings", {})
             if status != 200:
                 errors += 1
-            rows.append((i, i, i % len(PROMPTS), status, latency, t.get("predicted_n", j.get("tokens_predicted", 0)),
+            rows.append((i, i if a.seeds == "request" else -1, i % len(PROMPTS), status, latency, t.get("predicted_n", j.get("tokens_predicted", 0)),
                          t.get("predicted_per_second", float("nan")), t.get("draft_n", 0),
                          t.get("draft_n_accepted", 0),
                          hashlib.sha1(j.get("content", "").encode()).hexdigest()[:12] if status == 200 else "-"))
