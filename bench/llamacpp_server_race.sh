@@ -53,8 +53,8 @@
 # Time: under a second per server start, then REQUESTS x 100 tokens per load. The default run
 # (Q8_0, 7 systems, 2 temperatures x 3 client counts, 16 requests, 1 thread, 1 round) is 42 loads
 # of 1600 tokens, about 12 minutes on a 2-core Xeon (Nov 2026: ~75 tokens/s a single stream,
-# ~140 with 4 or 8 clients, the spec rows at T = 0.8 slower); count 20 at most. Each round and
-# each quantization more (QUANTS="f32 q8_0": F32 at about half Q8_0's speed) adds as much again.
+# ~140 with 4 or 8 clients, the spec rows at T = 0.8 slower); count 20 at most. Each round more
+# adds as much again; F32 (QUANTS="f32 q8_0") about twice as much (half Q8_0's speed).
 #
 # Do not run it while anything else runs on the machine (compiles included): the figures would
 # measure the neighbour.
