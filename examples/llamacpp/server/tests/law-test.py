@@ -5,10 +5,10 @@ Run by law-test.sh (which starts the six servers); by hand, every option below i
 
   --draft-url           PATCHED, with a draft model that differs from the target (a cut-layer
                         draft: rejections and residual draws must happen): -np 4, `-md DRAFT
-                        --spec-type draft-simple --spec-draft-n-max K --spec-draft-p-min 0`, and in
-                        its environment SPECDEC_SEEDED=coupled and LLAMA_TRACE=1, its log in
-                        --draft-log (the "accepted a/L draft tokens" line of every verification step
-                        shows which positions were drafted)
+                        --spec-type draft-simple --spec-draft-n-max K --spec-draft-p-min 0 -lv 4`,
+                        and in its environment SPECDEC_SEEDED=coupled and LLAMA_TRACE=1, its log
+                        in --draft-log (the "accepted a/L draft tokens" line of every verification
+                        step shows which positions were drafted; -lv 4, each request's rule)
   --nodraft-url         PATCHED, no draft, SPECDEC_SEEDED=coupled
   --stock-url           STOCK llama-server (the same llama.cpp without specdec), no draft: its own
                         sampling is the reference law
@@ -23,7 +23,8 @@ Checks (each one's verdict is printed; exit 0 only if all pass):
      t1:       temperature 1, top-k 0, top-p 1, min-p 0, no penalty
      defaults: llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, and a
                repeat penalty of 1.1 over the last 64 tokens
-   An unseeded request is verified by rejection sampling with the draft's q. The features
+   An unseeded request is verified by rejection sampling with the draft's q (the log's
+   "specdec rule: rejection" for every one of them is checked). The features
    compared, each by a two-sample chi-square test of homogeneity (cells whose pooled count is
    under 10 merged into one): the token at positions 0, 1, 2, 3 and the joint of the tokens at
    positions 1 and 2 (an absent token, after an end of generation, is a category of its own).
@@ -34,6 +35,10 @@ Checks (each one's verdict is printed; exit 0 only if all pass):
    server's schedule drafts positions 1..4 whatever is rejected), every draft must be as long as
    that schedule says (none ended early), and the acceptance (timings.draft_n_accepted / draft_n,
    summed) must be above 0 and well below 1 (<= --max-acceptance, default 0.8).
+   N (--n) defaults to 10000 a sample: 50000 requests, about 110 s on 2 idle cores (about 460
+   requests a second over the two servers); at that N the stock server at temperature 1.05
+   against the patched one at 1.0 gives a family p of about 0.003, so distortions of a token's
+   probability by 5 to 10% are at the edge of what is seen, larger ones are rejected.
 2. A biased control: the same test, the same N, patched at temperature 1 against stock at
    temperature --control-temp (default 1.3): it must be rejected (family p <= alpha), or the
    test has no power.
@@ -215,13 +220,21 @@ def run_jobs(client: Client, jobs: list[tuple[str, dict]], workers: int) -> list
 # ---------------------------------------------------------------- the draft server's log
 STEP = re.compile(r"\| task (\d+) \| accepted\s+(\d+)/\s*(\d+) draft tokens")
 EVAL = re.compile(r"\| task (\d+) \|\s+eval time =\s+[-\d.]+ ms /\s+(\d+) tokens")
+RULE = re.compile(r"launch_slot_: id\s+(\d+) \| task -1 \| specdec rule: (\S+)")
+LAUNCH = re.compile(r"launch_slot_: id\s+(\d+) \| task (\d+) \| processing task")
 
 
-def read_log(path: str) -> tuple[dict[int, list[tuple[int, int]]], dict[int, int]]:
+def read_log(path: str) -> tuple[dict, dict, dict]:
+    """Per task: its verification steps (accepted, drafted), its generated tokens, its rule (the
+    trace-level "specdec rule" line of the slot launched next with that task)."""
     steps: dict[int, list[tuple[int, int]]] = collections.defaultdict(list)
     n_gen: dict[int, int] = {}
+    rules: dict[int, str] = {}
+    pending: dict[int, str] = {}
     with open(path, errors="replace") as f:
         for line in f:
+            if "task" not in line:
+                continue
             m = STEP.search(line)
             if m:
                 steps[int(m.group(1))].append((int(m.group(2)), int(m.group(3))))
@@ -229,7 +242,15 @@ def read_log(path: str) -> tuple[dict[int, list[tuple[int, int]]], dict[int, int
             m = EVAL.search(line)
             if m:
                 n_gen[int(m.group(1))] = int(m.group(2))
-    return steps, n_gen
+                continue
+            m = RULE.search(line)
+            if m:
+                pending[int(m.group(1))] = m.group(2)
+                continue
+            m = LAUNCH.search(line)
+            if m:
+                rules[int(m.group(2))] = pending.pop(int(m.group(1)), "?")
+    return steps, n_gen, rules
 
 
 def coverage(path: str, n_tasks: int, k: int, wait_s: float = 10.0) -> dict:
@@ -238,11 +259,12 @@ def coverage(path: str, n_tasks: int, k: int, wait_s: float = 10.0) -> dict:
     positions. Positions proposed and accepted per position (1-based from the first draft)."""
     deadline = time.time() + wait_s
     while True:
-        steps, n_gen = read_log(path)
+        steps, n_gen, rules = read_log(path)
         if len(n_gen) >= n_tasks or time.time() > deadline:
             break
         time.sleep(0.2)   # the server's log is written by a thread of its own
-    res = {"tasks": len(n_gen), "steps": 0, "short_drafts": 0, "uncovered": 0,
+    res = {"tasks": len(n_gen), "rules": collections.Counter(rules.get(t, "?") for t in n_gen),
+           "steps": 0, "short_drafts": 0, "uncovered": 0,
            "proposed": collections.Counter(), "accepted": collections.Counter(), "bad": []}
     for task, n in n_gen.items():
         gen, drafted = 1, set()
@@ -276,7 +298,7 @@ def main() -> int:
     ap.add_argument("--seeded-nodraft-url", required=True)
     ap.add_argument("--seeded-draft-url", required=True)
     ap.add_argument("--draft-log", required=True)
-    ap.add_argument("--n", type=int, default=4000, help="requests per sample (default 4000)")
+    ap.add_argument("--n", type=int, default=10000, help="requests per sample (default 10000)")
     ap.add_argument("--alpha", type=float, default=0.001)
     ap.add_argument("--control-temp", type=float, default=1.3)
     ap.add_argument("--seeds", type=int, default=20)
@@ -328,8 +350,12 @@ def main() -> int:
     print(f"  draft server log: {cov['tasks']} requests, {cov['steps']} verification steps, "
           f"{cov['short_drafts']} drafts off the schedule, {cov['uncovered']} requests with a tested "
           f"position (1..3) not drafted; accepted/proposed by position: {per_pos}")
+    print(f"  rules of those requests (the trace log): {dict(cov['rules'])}")
     for line in cov["bad"]:
         print(f"    {line}")
+    if cov["rules"].get("rejection", 0) != cov["tasks"]:
+        failures.append("not every unseeded request was verified by specdec's rejection rule"
+                        " (was the server started with -lv 4?)")
     if cov["tasks"] != 2 * args.n:
         failures.append(f"the draft server's log shows {cov['tasks']} requests, not {2 * args.n}"
                         " (was it started with LLAMA_TRACE=1 and its log in --draft-log?)")
