@@ -33,6 +33,8 @@
 #include <specdec/verify/coupled.hpp>
 #include <specdec/verify/rejection.hpp>
 
+#include "server_policy.hpp"
+
 namespace specdec::llama_server {
 
 /// Which rule draws a request's tokens and verifies its drafts (chosen per request at its start).
@@ -107,7 +109,12 @@ class slot_speculation {
     q_count_ = 0;
     q_tokens_.clear();
     rows_.reserve(n_vocab_);
+    policy_.start_request();
   }
+
+  /// This step's draft length: `cap` (the room the slot has) unless the speed policy runs
+  /// (server_policy.hpp), then its plan for `generating` slots sharing the step, 0 for no draft.
+  int plan_k(int cap, std::size_t generating) { return policy_.plan(cap, generating); }
 
   rule current() const noexcept { return rule_; }
 
@@ -177,14 +184,20 @@ class slot_speculation {
   std::vector<llama_token> verify(common_sampler* smpl, const common_sampler* saved,
                                   llama_context* ctx, const std::vector<int>& idxs,
                                   const llama_tokens& draft, llama_pos position, bool replay) {
-    if (rule_ == rule::stock) return common_sampler_sample_and_accept_n(smpl, ctx, idxs, draft);
-    try {
-      return verify_rows(smpl, ctx, idxs, draft, static_cast<std::size_t>(position), replay);
-    } catch (const std::exception& e) {
-      LOG_WRN("specdec: %s; this step is verified by llama.cpp\n", e.what());
-      common_sampler_copy(saved, smpl);
-      return common_sampler_sample_and_accept_n(smpl, ctx, idxs, draft);
+    std::vector<llama_token> out;
+    if (rule_ == rule::stock) {
+      out = common_sampler_sample_and_accept_n(smpl, ctx, idxs, draft);
+    } else {
+      try {
+        out = verify_rows(smpl, ctx, idxs, draft, static_cast<std::size_t>(position), replay);
+      } catch (const std::exception& e) {
+        LOG_WRN("specdec: %s; this step is verified by llama.cpp\n", e.what());
+        common_sampler_copy(saved, smpl);
+        out = common_sampler_sample_and_accept_n(smpl, ctx, idxs, draft);
+      }
     }
+    if (!replay) policy_.record(draft.size(), out.size() - 1);
+    return out;
   }
 
  private:
@@ -272,6 +285,7 @@ class slot_speculation {
   }
 
   rule rule_ = rule::stock;
+  slot_policy policy_;
   std::size_t n_vocab_ = 0;
   std::uint64_t seed_ = 0;
   sampling_params draft_sp_;
