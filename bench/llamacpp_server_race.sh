@@ -15,21 +15,21 @@
 #   stock-spec-K   STOCK_BIN -md DRAFT --spec-type draft-simple --spec-draft-n-max K --spec-draft-n-min 0
 #                  (K in STOCK_KS, default "2 4 8"); the tables add stock-spec-best, the best K per point
 #   specdec-plain  PATCHED_BIN, no draft
-#   specdec-spec   PATCHED_BIN -md DRAFT --spec-type draft-simple --spec-draft-n-max SPECDEC_K
-#                  (SPECDEC_K default 4; SPECDEC_K= passes no K: the patched server's default)
-#   specdec-spec-coupled  the same with SPECDEC_SEEDED=coupled in the server's environment
-# The patched server serves a request that pins a seed (as this load's do) with llama.cpp's own
-# rule, sample-and-match on the draft model's top candidate: specdec-spec then drafts, verifies
-# and outputs exactly as stock-spec-K at the same K (same acceptance, same text), and measures
-# the patch's overhead; specdec-spec-coupled verifies with coupled sampling (specdec's rule for
-# seeded requests: same tokens at any K, not stock's). SEEDS=none sends no seed: the patched
-# server then uses rejection sampling (its rule for most clients, which send no seed),
-# specdec-spec-coupled is left out, and the requests differ between servers at T > 0 (each draws
-# its own seed), so the same-text column is left blank.
+#   specdec-policy PATCHED_BIN -md DRAFT --spec-type draft-simple (no K: specdec's speed policy
+#                  picks K per slot and step, 0 included)
+#   specdec-spec-K the same with --spec-draft-n-max K --spec-draft-n-min 0 (K in SPECDEC_KS,
+#                  default "4")
+#   specdec-policy-coupled  specdec-policy with SPECDEC_SEEDED=coupled (SEEDS=request only)
+# SEEDS=none (the default) sends no seed, as most clients: the patched server verifies by
+# rejection sampling with the draft's q, and at T > 0 each server draws its own tokens (the
+# same-text column is blank there). SEEDS=request sends seed i with request i: the patched server
+# then keeps llama.cpp's own stream (sample-and-match on the draft model's top candidate, stock's
+# text at the same K; specdec's part is the policy's K), and specdec-policy-coupled verifies with
+# coupled sampling (the same tokens at any K, not stock's).
 # Load (bench/support/server_load.py, run by /usr/bin/python3 for aiohttp): CLIENTS clients (each
 # of "1 4 8") send /completion requests back to back, stream off, until REQUESTS (default 16) have
 # completed; request i is prompt i mod 6 of a fixed list ("The machine", "I dreamed of", ...) with
-# seed i (SEEDS=request, the default), 100 tokens, end of text ignored, temperature 0 or 0.8 with llama-server's defaults for
+# seed i (SEEDS=request) or none (SEEDS=none, the default), 100 tokens, end of text ignored, temperature 0 or 0.8 with llama-server's defaults for
 # the rest (top-k 40, top-p 0.95, min-p 0.05), so every server serves the same requests. One
 # warm-up request (8 tokens) per server start, not measured.
 #
@@ -48,7 +48,7 @@
 # each server's log and its /metrics at the end in OUT (default build/server-race/DATE-TIME).
 #
 # Environment: QUANTS (default "q8_0"; "f32 q8_0" for both), TEMPS (default "0 0.8"), CLIENTS
-# (default "1 4 8"), STOCK_KS, SPECDEC_K, SEEDS (request or none), ROUNDS, SYSTEMS (a regex over
+# (default "1 4 8"), STOCK_KS, SPECDEC_KS, SEEDS (request or none), ROUNDS, SYSTEMS (a regex over
 # the system names, e.g. 'stock-plain|stock-spec-4|specdec-spec'), OUT, GGUF_DIR.
 # Time: under a second per server start, then REQUESTS x 100 tokens per load. The default run
 # (Q8_0, 7 systems, 2 temperatures x 3 client counts, 16 requests, 1 thread, 1 round) is 42 loads
@@ -66,9 +66,8 @@ T=${3:-1}
 REQ=${4:-16}
 N=100
 R=${ROUNDS:-1}
-SPECDEC_K=${SPECDEC_K-4}
 py=/usr/bin/python3
-SEEDS=${SEEDS:-request}
+SEEDS=${SEEDS:-none}
 [[ $SEEDS == request || $SEEDS == none ]] || { echo "llamacpp_server_race.sh: SEEDS is request or none" >&2; exit 1; }
 unset SPECDEC_SEEDED  # set for specdec-spec-coupled alone
 for f in "$patched" "$stock"; do
@@ -109,11 +108,14 @@ for k in ${STOCK_KS:-2 4 8}; do
   add "stock-spec-$k" "$stock" "-md $draft --spec-type draft-simple --spec-draft-n-max $k --spec-draft-n-min 0"
 done
 add specdec-plain "$patched" ""
-spec="-md $draft --spec-type draft-simple${SPECDEC_K:+ --spec-draft-n-max $SPECDEC_K}"
-add specdec-spec "$patched" "$spec"
+spec="-md $draft --spec-type draft-simple"
+add specdec-policy "$patched" "$spec"
+for k in ${SPECDEC_KS-4}; do
+  add "specdec-spec-$k" "$patched" "$spec --spec-draft-n-max $k --spec-draft-n-min 0"
+done
 # Seeded requests: the patched server keeps llama.cpp's own rule (sample-and-match) unless told
 # SPECDEC_SEEDED=coupled; without a seed, its rule is rejection sampling (SEEDS=none).
-[[ $SEEDS == none ]] || add specdec-spec-coupled "$patched" "$spec" SPECDEC_SEEDED=coupled
+[[ $SEEDS == none ]] || add specdec-policy-coupled "$patched" "$spec" SPECDEC_SEEDED=coupled
 [[ ${#names[@]} -gt 0 ]] || { echo "llamacpp_server_race.sh: SYSTEMS='${SYSTEMS:-}' matches no system" >&2; exit 1; }
 
 declare -A pid port
@@ -199,7 +201,7 @@ for log in "$out"/logs/*.log; do  # what the servers said went wrong
   [[ $e == 0 ]] || echo "llamacpp_server_race.sh: $e line(s) of error or failure in $log" >&2
 done
 
-echo "# llamacpp_server_race.sh: $N tokens a request, $REQ requests a load, seeds: $SEEDS, $T thread(s), -fa on, -np 4, $R round(s); specdec-spec K ${SPECDEC_K:-default}; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
+echo "# llamacpp_server_race.sh: $N tokens a request, $REQ requests a load, seeds: $SEEDS, $T thread(s), -fa on, -np 4, $R round(s); specdec-spec K ${SPECDEC_KS-4}; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
 "$py" - "$out" "$SEEDS" <<'EOF'
 import collections, csv, math, statistics, sys
 out, seeds = sys.argv[1:3]
@@ -278,8 +280,8 @@ for p in points:
     spec = [x for x in med_tps if x.startswith("stock-spec")]
     if spec:
         best = max(spec, key=med_tps.get)
-        for s in ("specdec-spec", "specdec-spec-coupled"):
-            if s in med_tps:
+        for s in med_tps:
+            if s.startswith("specdec-") and s != "specdec-plain":
                 print(f"\n{s} / the best stock K ({best}): {med_tps[s] / med_tps[best]:.2f}x")
 print(f"\nraw numbers: {out}/requests.tsv, loads.tsv, summary.tsv; server logs and /metrics in {out}/logs")
 EOF
