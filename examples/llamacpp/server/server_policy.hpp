@@ -1,9 +1,9 @@
-// examples/llamacpp/server/server_policy.hpp - specdec's speed policy in llama-server: K per slot
-// and step, when the user gives no --spec-draft-n-max. The model pair's cost is calibrated once at
-// start-up (the target's t(n) for a batch of n tokens, the draft model's cost per drafted level);
-// each slot measures how often its drafts are kept at each depth; plan_chain picks the K that
-// maximises predicted tokens per second, K = 0 (no draft) included, so that speculation is turned
-// off for a slot where it does not pay.
+// examples/llamacpp/server/server_policy.hpp - specdec's speed policy in llama-server: the draft
+// length of each step, when the user gives no --spec-draft-n-max. The model pair's cost is
+// calibrated once at start-up (the target's t(n) for a batch of n tokens, the draft model's cost
+// per drafted level); the verifications count how often drafts are kept at each depth; plan_chain
+// picks the K that maximises predicted tokens per second, K = 0 (no draft) included, so that
+// speculation is turned off where it does not pay.
 #pragma once
 
 #include <algorithm>
@@ -144,38 +144,27 @@ inline void calibrate_policy(llama_context* target, llama_context* draft, int sl
 }
 
 /**
- * One slot's side of the policy: how often its drafts are kept at each depth, and the K it plans.
- * The counts decay by half at each request, so a new request starts from the slot's recent
- * history; the first steps of a slot draft the full cap to measure every depth; when the plan is
- * K = 0, every 8th step still drafts one token so that a change in acceptance is seen.
+ * The draft length every generating slot drafts this step, from the drafts kept at each depth
+ * over all slots (the counts decay by 1% a verification: about the last hundred steps weigh)
+ * and the cost of a step all generating slots share. One K for all slots, kept until a plan
+ * predicts 5% more: llama.cpp reuses its compute graph only while a batch keeps its shape and
+ * builds it again for every new shape, and on the race's 110M model (four slots, F32) drafts of
+ * mixed or changing lengths ran at 80 tokens/s where the same drafts at one constant K ran at
+ * 128. Until 4 steps have measured depth 0 the cap is drafted; when the plan is K = 0, one plan
+ * in 8 x generating drafts a token, so that a change in acceptance is seen.
  */
-class slot_policy {
+class chain_plan {
  public:
-  void start_request() {
-    for (auto& x : offered_) x *= 0.5;
-    for (auto& x : kept_) x *= 0.5;
-    idle_ = 0;
-  }
-
-  /// The draft length for this step: `cap` (the room the slot has) when the policy is off, else
-  /// the plan for `generating` slots sharing the step.
+  /// The draft length for a slot with room for `cap` drafts when `generating` slots share the
+  /// step: `cap` when the policy is off.
   int plan(int cap, std::size_t generating) {
     const auto& policy = server_policy();
     if (!policy.active || cap <= 0 || policy.target.size() < 2) return cap;
     const int max_k = std::min(cap, policy.max_k);
     if (offered_.empty() || offered_[0] < 4.0) return max_k;  // measure first
-    acceptance_profile profile;
-    double prior = kept_[0] / offered_[0];
-    for (std::size_t d = 0; d < offered_.size() && d < static_cast<std::size_t>(max_k); ++d) {
-      // One pseudo-observation at the depth above's rate: rarely reached depths lean on it.
-      const double rate = (kept_[d] + prior) / (offered_[d] + 1.0);
-      profile.rate.push_back({std::clamp(rate, 0.0, 1.0)});
-      prior = rate;
-    }
-    const tree_plan p =
-        plan_chain(profile, policy.cost_for(generating), static_cast<std::size_t>(max_k), 0.02);
-    int k = static_cast<int>(p.branching.size());
-    if (k == 0 && ++idle_ % 8 == 0) k = 1;
+    if (generating != planned_for_ || dirty_) replan(generating);
+    int k = std::min(k_, max_k);
+    if (k == 0 && ++idle_ % (8 * std::max<std::size_t>(generating, 1)) == 0) k = 1;
     return k;
   }
 
@@ -185,14 +174,50 @@ class slot_policy {
       offered_.resize(drafted, 0.0);
       kept_.resize(drafted, 0.0);
     }
+    for (std::size_t d = 0; d < offered_.size(); ++d) {
+      offered_[d] *= 0.99;
+      kept_[d] *= 0.99;
+    }
     for (std::size_t d = 0; d < drafted && d <= accepted; ++d) offered_[d] += 1.0;
     for (std::size_t d = 0; d < accepted; ++d) kept_[d] += 1.0;
+    dirty_ = true;
   }
 
  private:
-  std::vector<double> offered_;  // steps that offered a draft at depth d
+  void replan(std::size_t generating) {
+    const auto& policy = server_policy();
+    acceptance_profile profile;
+    double prior = kept_[0] / offered_[0];
+    for (std::size_t d = 0; d < offered_.size() && d < static_cast<std::size_t>(policy.max_k); ++d) {
+      // One pseudo-observation at the depth above's rate: rarely reached depths lean on it.
+      const double rate = (kept_[d] + prior) / (offered_[d] + 1.0);
+      profile.rate.push_back({std::clamp(rate, 0.0, 1.0)});
+      prior = rate;
+    }
+    const step_cost_model cost = policy.cost_for(generating);
+    const tree_plan best = plan_chain(profile, cost, static_cast<std::size_t>(policy.max_k), 0.02);
+    const int k = static_cast<int>(best.branching.size());
+    if (k_ < 0 || k == k_ ||
+        best.tokens_per_second() >=
+            1.05 * predict_plan(std::vector<std::size_t>(static_cast<std::size_t>(k_), 1), profile, cost)
+                       .tokens_per_second())
+      k_ = k;
+    planned_for_ = generating;
+    dirty_ = false;
+  }
+
+  std::vector<double> offered_;  // verifications that offered a draft at depth d (decayed)
   std::vector<double> kept_;     // ... and kept it
-  int idle_ = 0;
+  int k_ = -1;                   // the K planned (-1: none yet)
+  std::size_t planned_for_ = 0;  // the generating count k_ was planned for
+  bool dirty_ = true;            // a verification since the last plan
+  std::size_t idle_ = 0;
 };
+
+/// The server's chain plan (one per process, shared by the slots).
+inline chain_plan& server_chain_plan() {
+  static chain_plan plan;
+  return plan;
+}
 
 }  // namespace specdec::llama_server

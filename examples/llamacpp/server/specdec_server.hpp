@@ -109,12 +109,11 @@ class slot_speculation {
     q_count_ = 0;
     q_tokens_.clear();
     rows_.reserve(n_vocab_);
-    policy_.start_request();
   }
 
   /// This step's draft length: `cap` (the room the slot has) unless the speed policy runs
   /// (server_policy.hpp), then its plan for `generating` slots sharing the step, 0 for no draft.
-  int plan_k(int cap, std::size_t generating) { return policy_.plan(cap, generating); }
+  int plan_k(int cap, std::size_t generating) { return server_chain_plan().plan(cap, generating); }
 
   rule current() const noexcept { return rule_; }
 
@@ -196,7 +195,7 @@ class slot_speculation {
         out = common_sampler_sample_and_accept_n(smpl, ctx, idxs, draft);
       }
     }
-    if (!replay) policy_.record(draft.size(), out.size() - 1);
+    if (!replay) server_chain_plan().record(draft.size(), out.size() - 1);
     return out;
   }
 
@@ -285,7 +284,6 @@ class slot_speculation {
   }
 
   rule rule_ = rule::stock;
-  slot_policy policy_;
   std::size_t n_vocab_ = 0;
   std::uint64_t seed_ = 0;
   sampling_params draft_sp_;
