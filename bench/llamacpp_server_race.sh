@@ -56,6 +56,8 @@
 # ~140 with 4 or 8 clients, the spec rows at T = 0.8 slower); count 20 at most. Each round more
 # adds as much again; F32 (QUANTS="f32 q8_0") about twice as much (half Q8_0's speed).
 #
+# The run on docs/results.md (QUANTS="f32 q8_0" STOCK_KS="1 2 4" ROUNDS=2, 7 systems) took 52 minutes.
+#
 # Do not run it while anything else runs on the machine (compiles included): the figures would
 # measure the neighbour.
 set -euo pipefail
