@@ -122,7 +122,8 @@ class slot_speculation {
   bool draws_drafts() const noexcept { return rule_ != rule::stock; }
 
   /// The slot's next token from row `idx` of `ctx`, at sequence position `position`, with no
-  /// draft: coupled when the request pins a seed, else llama.cpp's own draw. The caller accepts it
+  /// draft: the coupled draw under the coupled rule, else llama.cpp's own draw (so a server
+  /// without a draft model samples as stock llama-server does). The caller accepts it
   /// into `smpl`, as after common_sampler_sample.
   llama_token sample(common_sampler* smpl, llama_context* ctx, int idx, llama_pos position) {
     if (rule_ != rule::coupled) return common_sampler_sample(smpl, ctx, idx);
@@ -144,8 +145,8 @@ class slot_speculation {
   }
 
   /// The draft model's pick of draft token `i` (at position `position`) from its row of logits:
-  /// a draw from the row warped as the request asks (coupled under the target's key when the
-  /// request pins a seed; the argmax when it is greedy), its q kept for verify(). Returns
+  /// a draw from the row warped as the request asks (under the target's coupled key with the
+  /// coupled rule; the argmax when the request is greedy), its q kept for verify(). Returns
   /// LLAMA_TOKEN_NULL to end the draft: when the draft model's largest probability is below
   /// `p_min` (llama.cpp's --spec-draft-p-min), or on a row specdec refuses.
   llama_token draft(const float* logits, std::size_t i, llama_pos position, float p_min) {
