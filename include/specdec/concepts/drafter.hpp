@@ -83,11 +83,21 @@ concept Drafter = requires(D& d, std::span<const token_id> history, std::size_t 
 };
 
 namespace detail {
+/// One check per member, so that the message names the member that is missing or mistyped.
 template <class D>
 constexpr bool check_drafter() {
-  static_assert(Drafter<D>,
-                "specdec: the drafter type does not model specdec::Drafter. It needs "
-                "propose(history, k, sampling_params, rng&, draft&), accept(tokens) and reset(); "
+  static_assert(requires(D& d, std::span<const token_id> history, std::size_t k,
+                         const sampling_params& sp, rng& g, draft& out) {
+                  d.propose(history, k, sp, g, out);
+                },
+                "specdec: the drafter type does not model specdec::Drafter: it has no "
+                "`propose(std::span<const token_id> history, std::size_t k, const "
+                "sampling_params&, rng&, draft&)`; see specdec/concepts/drafter.hpp");
+  static_assert(requires(D& d, std::span<const token_id> committed) { d.accept(committed); },
+                "specdec: the drafter type does not model specdec::Drafter: it has no "
+                "`accept(std::span<const token_id>)`; see specdec/concepts/drafter.hpp");
+  static_assert(requires(D& d) { d.reset(); },
+                "specdec: the drafter type does not model specdec::Drafter: it has no `reset()`; "
                 "see specdec/concepts/drafter.hpp");
   return true;
 }

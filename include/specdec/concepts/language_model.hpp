@@ -129,14 +129,28 @@ std::size_t prefill(M& m, std::span<const token_id> tokens) {
 }
 
 namespace detail {
-/// Used by class templates to give one readable error instead of a wall of constraint notes.
+/// Used by class templates to give readable errors instead of a wall of constraint notes: one
+/// check per member, so the message names the member that is missing or has the wrong shape (a
+/// missing `const` is the usual one).
 template <class M>
 constexpr bool check_language_model() {
-  static_assert(LanguageModel<M>,
-                "specdec: the model type does not model specdec::LanguageModel. It needs "
-                "vocab_size() const, size() const, append(std::span<const token_id>, "
-                "std::span<float>) and truncate(std::size_t); see "
+  static_assert(requires(const M& cm) { { cm.vocab_size() } -> std::convertible_to<std::size_t>; },
+                "specdec: the model type does not model specdec::LanguageModel: it has no "
+                "`vocab_size() const` returning a std::size_t (missing, or not const?); see "
                 "specdec/concepts/language_model.hpp");
+  static_assert(requires(const M& cm) { { cm.size() } -> std::convertible_to<std::size_t>; },
+                "specdec: the model type does not model specdec::LanguageModel: it has no "
+                "`size() const` returning a std::size_t (missing, or not const?); see "
+                "specdec/concepts/language_model.hpp");
+  static_assert(requires(M& m, std::span<const token_id> tokens, std::span<float> logits) {
+                  m.append(tokens, logits);
+                },
+                "specdec: the model type does not model specdec::LanguageModel: it has no "
+                "`append(std::span<const token_id>, std::span<float>)`; see "
+                "specdec/concepts/language_model.hpp");
+  static_assert(requires(M& m, std::size_t n) { m.truncate(n); },
+                "specdec: the model type does not model specdec::LanguageModel: it has no "
+                "`truncate(std::size_t)`; see specdec/concepts/language_model.hpp");
   return true;
 }
 }  // namespace detail
