@@ -7,16 +7,18 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "llama.h"
 #include "log.h"
 
+#include <specdec/cost/calibrate.hpp>
 #include <specdec/tree/tree_plan.hpp>
 
 namespace specdec::llama_server {
@@ -73,73 +75,73 @@ inline void policy_from_args(int argc, char** argv, int& n_max) {
 
 namespace detail {
 
-// Median seconds of `rounds` calls of llama_decode on `ctx` with n tokens of sequence 0 (all
-// rows' logits), the sequence cleared after each.
-inline double time_decode(llama_context* ctx, int n, int rounds) {
-  llama_batch batch = llama_batch_init(n, 0, 1);
-  const llama_vocab* vocab = llama_model_get_vocab(llama_get_model(ctx));
-  const llama_token token = std::max<llama_token>(llama_vocab_bos(vocab), 0);
-  std::vector<double> seconds;
-  for (int r = 0; r < rounds; ++r) {
-    batch.n_tokens = n;
+// Sequence 0 of a llama_context as a specdec::LanguageModel, so that measure_cost_curve can time
+// it at start-up, before any slot holds a sequence: append decodes the tokens with every row's
+// logits, truncate removes the sequence's tail.
+class calibration_sequence {
+ public:
+  explicit calibration_sequence(llama_context* ctx)
+      : ctx_(ctx),
+        vocab_(static_cast<std::size_t>(llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(ctx))))) {}
+  std::size_t vocab_size() const { return vocab_; }
+  std::size_t size() const { return size_; }
+  void append(std::span<const token_id> tokens, std::span<float> logits) {
+    const int n = static_cast<int>(tokens.size());
+    llama_batch batch = llama_batch_init(n, 0, 1);
     for (int i = 0; i < n; ++i) {
-      batch.token[i] = token;
-      batch.pos[i] = i;
+      batch.token[i] = tokens[static_cast<std::size_t>(i)];
+      batch.pos[i] = static_cast<llama_pos>(size_) + i;
       batch.n_seq_id[i] = 1;
       batch.seq_id[i][0] = 0;
       batch.logits[i] = 1;
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    const int rc = llama_decode(ctx, batch);
-    llama_synchronize(ctx);
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    llama_memory_seq_rm(llama_get_memory(ctx), 0, -1, -1);
-    if (rc != 0) {
-      LOG_WRN("specdec: calibration: llama_decode of %d tokens returned %d\n", n, rc);
-      seconds.clear();
-      break;
-    }
+    batch.n_tokens = n;
+    const int rc = llama_decode(ctx_, batch);
+    llama_batch_free(batch);
+    if (rc != 0) throw std::runtime_error("llama_decode returned " + std::to_string(rc));
+    for (int i = 0; i < n; ++i)
+      std::copy_n(llama_get_logits_ith(ctx_, i), vocab_, logits.data() + static_cast<std::size_t>(i) * vocab_);
+    size_ += tokens.size();
   }
-  llama_batch_free(batch);
-  std::sort(seconds.begin(), seconds.end());
-  return seconds.empty() ? 0.0 : seconds[seconds.size() / 2];
-}
+  void truncate(std::size_t n) {
+    llama_memory_seq_rm(llama_get_memory(ctx_), 0, static_cast<llama_pos>(n), -1);
+    size_ = n;
+  }
+
+ private:
+  llama_context* ctx_;
+  std::size_t vocab_;
+  std::size_t size_ = 0;
+};
 
 }  // namespace detail
 
-/// Measures the cost curves at start-up, before any slot serves: the target at 1..max_tokens
-/// tokens per call (every n up to 8, then a grid about 25% apart, interpolated), the draft model
-/// at 1..slots tokens. A few seconds on a 110M model on two cores.
+/// Measures the cost curves at start-up, before any slot serves, with specdec's
+/// measure_cost_curve: the target at 1 to slots x (max_k + 1) tokens a call, the draft model at 1
+/// to slots. A second or two on a 110M model on two cores. On an error the policy stays off.
 inline void calibrate_policy(llama_context* target, llama_context* draft, int slots) {
   auto& policy = server_policy();
   if (!policy.active) return;
-  const int rounds = 3;
-  const int max_tokens = std::max(1, slots) * (policy.max_k + 1);
-  detail::time_decode(target, 1, 1);  // warm-up
-  std::vector<int> grid;
-  for (int n = 1; n <= max_tokens; n = n < 8 ? n + 1 : std::max(n + 1, n * 5 / 4)) grid.push_back(n);
-  if (grid.back() != max_tokens) grid.push_back(max_tokens);
-  policy.target.assign(static_cast<std::size_t>(max_tokens) + 1, 0.0);
-  int prev = 0;
-  for (const int n : grid) {
-    policy.target[static_cast<std::size_t>(n)] = detail::time_decode(target, n, rounds);
-    for (int m = prev + 1; m < n; ++m) {  // linear between grid points
-      const double w = static_cast<double>(m - prev) / static_cast<double>(n - prev);
-      policy.target[static_cast<std::size_t>(m)] =
-          (1.0 - w) * policy.target[static_cast<std::size_t>(prev)] +
-          w * policy.target[static_cast<std::size_t>(n)];
+  try {
+    calibrate_options options;
+    options.budget_seconds = 1.0;
+    options.max_n = static_cast<std::size_t>(std::max(1, slots) * (policy.max_k + 1));
+    detail::calibration_sequence t(target);
+    policy.target = measure_cost_curve(t, options);
+    policy.draft.clear();
+    if (draft != nullptr) {
+      options.max_n = static_cast<std::size_t>(std::max(1, slots));
+      detail::calibration_sequence d(draft);
+      policy.draft = measure_cost_curve(d, options);
     }
-    prev = n;
+  } catch (const std::exception& e) {
+    LOG_WRN("specdec: speed policy calibration failed (%s); the policy is off\n", e.what());
+    policy.active = false;
+    policy.target.clear();
+    return;
   }
-  policy.draft.clear();
-  if (draft != nullptr) {
-    detail::time_decode(draft, 1, 1);
-    policy.draft.assign(static_cast<std::size_t>(std::max(1, slots)) + 1, 0.0);
-    for (int n = 1; n <= std::max(1, slots); ++n)
-      policy.draft[static_cast<std::size_t>(n)] = detail::time_decode(draft, n, rounds);
-  }
-  LOG_INF("specdec: speed policy calibrated: target t(1) = %.2f ms, t(%d) = %.2f ms; draft %.2f ms per token\n",
-          policy.target[1] * 1e3, max_tokens, policy.target.back() * 1e3,
+  LOG_INF("specdec: speed policy calibrated: target t(1) = %.2f ms, t(%zu) = %.2f ms; draft %.2f ms per token\n",
+          policy.target[1] * 1e3, policy.target.size() - 1, policy.target.back() * 1e3,
           policy.draft.empty() ? 0.0 : policy.draft[1] * 1e3);
 }
 

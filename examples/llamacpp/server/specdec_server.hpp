@@ -28,6 +28,7 @@
 #include <specdec/math/coupled.hpp>
 #include <specdec/math/rng.hpp>
 #include <specdec/math/sampling_params.hpp>
+#include <specdec/math/softmax.hpp>
 #include <specdec/math/warp.hpp>
 #include <specdec/types.hpp>
 #include <specdec/verify/coupled.hpp>
@@ -226,11 +227,10 @@ class slot_speculation {
     }
   }
 
+  // The largest probability of a row of logits at temperature 1.
   static float top_probability(std::span<const float> logits) {
-    const float m = *std::max_element(logits.begin(), logits.end());
-    double sum = 0.0;
-    for (const float l : logits) sum += std::exp(static_cast<double>(l - m));
-    return static_cast<float>(1.0 / sum);
+    return static_cast<float>(std::exp(static_cast<double>(checked_max(logits)) -
+                                       log_sum_exp(logits)));
   }
 
   std::vector<llama_token> verify_rows(common_sampler* smpl, llama_context* ctx,
@@ -277,11 +277,9 @@ class slot_speculation {
   }
 
   token_id coupled_or_sampled(std::span<const float> row, std::size_t position) {
-    if (rule_ == rule::coupled)
-      return coupled_sample(row, target_sp(), coupled_key(seed_, position), cws_);
-    ws_row_.resize(row.size());
-    warp(row, target_sp(), ws_row_, warp_ws_);
-    return specdec::sample(ws_row_, gen_);
+    const sampling_params sp = target_sp();
+    if (rule_ == rule::coupled) return coupled_sample(row, sp, coupled_key(seed_, position), cws_);
+    return specdec::detail::generator_draw(sp, gen_, cws_)(position, row);
   }
 
   rule rule_ = rule::stock;
@@ -292,7 +290,6 @@ class slot_speculation {
   std::vector<float> q_;          // the draft model's q rows, q_count_ of V
   std::size_t q_count_ = 0;
   std::vector<token_id> q_tokens_;  // the draft tokens drawn by draft()
-  std::vector<float> ws_row_;
   rng gen_;
   rejection_workspace rws_;
   coupled_workspace cws_;
