@@ -18,7 +18,6 @@ die() { echo "make-law-draft.sh: $*" >&2; exit 1; }
 models=$1 out=$2 reshape=$3 convert=$4 layers=${5:-4}
 here=$(cd "$(dirname "$0")" && pwd)
 src=${LLAMA_SRC:-$here/../../../../build/llama.cpp-src}
-python=/usr/bin/python3
 ckpt=$models/stories260K.bin vocab=$models/stories260K.tok512.bin
 [[ -f $ckpt && -f $vocab ]] || die "$ckpt or $vocab not found (see ../shared/models/README.md)"
 [[ -x $reshape ]] || die "no specdec-reshape at '$reshape'"
@@ -26,6 +25,7 @@ ckpt=$models/stories260K.bin vocab=$models/stories260K.tok512.bin
 [[ $layers =~ ^[1-4]$ ]] || die "LAYERS must be 1..4 (stories260K has 5)"
 [[ -f $src/gguf-py/gguf/scripts/gguf_set_metadata.py ]] || die "no gguf-py under LLAMA_SRC='$src'"
 mkdir -p "$out"
+source "$here/stories-gguf.sh"
 draft=$out/stories260K-L$layers.gguf
 if [[ ! -f $draft ]]; then
   log=$out/make-law-draft.log
@@ -34,17 +34,8 @@ if [[ ! -f $draft ]]; then
   trap 'rm -rf "$tmp"' EXIT
   "$reshape" "$ckpt" "$tmp/draft.bin" --keep-layers "$layers" >>"$log" 2>&1 ||
     { tail -n 20 "$log" >&2; die "specdec-reshape failed"; }
-  "$convert" --copy-vocab-from-model "$vocab" --llama2c-model "$tmp/draft.bin" \
-    --llama2c-output-model "$tmp/draft.gguf" >>"$log" 2>&1 || { tail -n 20 "$log" >&2; die "converting failed"; }
-  seq_len=$("$python" -c 'import struct,sys; print(struct.unpack("<7i", open(sys.argv[1], "rb").read(28))[6])' "$ckpt")
-  PYTHONPATH=$src/gguf-py "$python" "$src/gguf-py/gguf/scripts/gguf_set_metadata.py" "$tmp/draft.gguf" \
-    llama.context_length "$seq_len" --force >>"$log" 2>&1 || { tail -n 20 "$log" >&2; die "setting llama.context_length failed"; }
-  mv "$tmp/draft.gguf" "$draft"
+  to_gguf "$tmp/draft.bin" "$draft"
 fi
-n=$(PYTHONPATH=$src/gguf-py "$python" -c '
-import sys; from gguf import GGUFReader
-r = GGUFReader(sys.argv[1])
-f = lambda k: int(r.get_field(k).parts[r.get_field(k).data[0]][0])
-print(f("llama.context_length"), f("llama.block_count"))' "$draft") || die "cannot read $draft"
+n=$(gguf_fields "$draft" llama.context_length llama.block_count) || die "cannot read $draft"
 [[ $n == "512 $layers" ]] || die "$draft: context length and layers are '$n', not '512 $layers'"
 echo "$draft"

@@ -17,7 +17,6 @@ die() { echo "make-models.sh: $*" >&2; exit 1; }
 models=$1 out=$2 convert=$3 quantize=$4
 here=$(cd "$(dirname "$0")" && pwd)
 src=${LLAMA_SRC:-$here/../../../../build/llama.cpp-src}
-python=/usr/bin/python3
 ckpt=$models/stories260K.bin vocab=$models/stories260K.tok512.bin
 [[ -f $ckpt && -f $vocab ]] || die "$ckpt or $vocab not found (see ../shared/models/README.md)"
 [[ -x $convert ]] || die "no converter at '$convert' (llama-convert-llama2c-to-ggml)"
@@ -26,27 +25,16 @@ ckpt=$models/stories260K.bin vocab=$models/stories260K.tok512.bin
 mkdir -p "$out"
 log=$out/make-models.log
 : >"$log"
-gguf_py() { PYTHONPATH=$src/gguf-py "$python" "$@" >>"$log" 2>&1; }
+source "$here/stories-gguf.sh"
 
 main=$out/stories260K.gguf draft=$out/stories260K-q8_0.gguf
-if [[ ! -f $main ]]; then
-  "$convert" --copy-vocab-from-model "$vocab" --llama2c-model "$ckpt" \
-    --llama2c-output-model "$main.tmp" >>"$log" 2>&1 || { tail -n 20 "$log" >&2; die "converting $ckpt failed"; }
-  # the checkpoint's header says seq_len 512 (its n_ctx); the converter writes 128
-  seq_len=$("$python" -c 'import struct,sys; print(struct.unpack("<7i", open(sys.argv[1], "rb").read(28))[6])' "$ckpt")
-  gguf_py "$src/gguf-py/gguf/scripts/gguf_set_metadata.py" "$main.tmp" llama.context_length "$seq_len" --force ||
-    { tail -n 20 "$log" >&2; die "setting llama.context_length failed"; }
-  mv "$main.tmp" "$main"
-fi
+[[ -f $main ]] || to_gguf "$ckpt" "$main"
 if [[ ! -f $draft ]]; then
   "$quantize" "$main" "$draft.tmp" Q8_0 >>"$log" 2>&1 || { tail -n 20 "$log" >&2; die "quantizing $main failed"; }
   mv "$draft.tmp" "$draft"
 fi
 for f in "$main" "$draft"; do
-  n_ctx=$(PYTHONPATH=$src/gguf-py "$python" -c '
-import sys; from gguf import GGUFReader
-f = GGUFReader(sys.argv[1]).get_field("llama.context_length"); print(int(f.parts[f.data[0]][0]))' "$f") ||
-    die "cannot read $f"
+  n_ctx=$(gguf_fields "$f" llama.context_length) || die "cannot read $f"
   [[ $n_ctx == 512 ]] || die "$f: llama.context_length is $n_ctx, not 512"
 done
 echo "make-models.sh: $main and $draft (n_ctx 512)"
