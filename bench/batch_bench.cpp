@@ -40,10 +40,10 @@
 #include "bench/support/models.hpp"
 #include "bench/support/reshaped.hpp"
 #include "bench/support/timing.hpp"
-#include "llama2c/batch_model.hpp"
-#include "llama2c/model.hpp"
-#include "llama2c/reference.hpp"
-#include "llama2c/tokenizer.hpp"
+#include "llama2c/engine/batch_model.hpp"
+#include "llama2c/engine/model.hpp"
+#include "llama2c/engine/reference.hpp"
+#include "llama2c/engine/tokenizer.hpp"
 
 namespace {
 

@@ -27,8 +27,8 @@
 
 #include "bench/support/e2e.hpp"
 #include "bench/support/models.hpp"
-#include "llama2c/model.hpp"
-#include "llama2c/tokenizer.hpp"
+#include "llama2c/engine/model.hpp"
+#include "llama2c/engine/tokenizer.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 //                      a chain append of the same node count (+ truncate) as the reference:
 //                      `ratio_to_chain` = time(tree + commit) / time(chain of as many tokens).
 //
-// Context and tokens are run.c's reference ids (llama2c/reference.hpp): a realistic context and
+// Context and tokens are run.c's reference ids (llama2c/engine/reference.hpp): a realistic context and
 // realistic draft tokens. Counters: us (per call, this variant), ref_us (the interleaved
 // reference), the ratio, and tokens/s (tokens fed per second). Reported time is manual (wall
 // clock of the measured calls; the truncates between them are not timed).
@@ -34,8 +34,8 @@
 
 #include "bench/support/models.hpp"
 #include "bench/support/timing.hpp"
-#include "llama2c/model.hpp"
-#include "llama2c/reference.hpp"
+#include "llama2c/engine/model.hpp"
+#include "llama2c/engine/reference.hpp"
 
 namespace {
 

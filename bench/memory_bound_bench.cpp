@@ -34,8 +34,8 @@
 #include "bench/support/models.hpp"
 #include "bench/support/reshaped.hpp"
 #include "bench/support/timing.hpp"
-#include "llama2c/model.hpp"
-#include "llama2c/reference.hpp"
+#include "llama2c/engine/model.hpp"
+#include "llama2c/engine/reference.hpp"
 
 namespace {
 

@@ -28,7 +28,7 @@
 
 #include "bench/support/edit_tasks.hpp"
 #include "bench/support/models.hpp"
-#include "llama2c/tokenizer.hpp"
+#include "llama2c/engine/tokenizer.hpp"
 
 namespace {
 

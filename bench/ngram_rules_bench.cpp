@@ -33,7 +33,7 @@
 
 #include "bench/support/edit_tasks.hpp"
 #include "bench/support/models.hpp"
-#include "llama2c/tokenizer.hpp"
+#include "llama2c/engine/tokenizer.hpp"
 #include "tests/support/heldout_edits.hpp"
 
 #ifndef SPECDEC_HELDOUT_DIR

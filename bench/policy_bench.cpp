@@ -29,7 +29,7 @@
 //   cmake --preset bench && cmake --build --preset bench --target policy_bench
 //   build/bench/bench/policy_bench [repetitions = 5] [busy|110M|both = both] [shape = 110M]
 //
-// (`shape` replaces the 110M shape by another of llama2c/reshape.hpp, e.g. 15M for a quick check
+// (`shape` replaces the 110M shape by another of llama2c/tools/reshape.hpp, e.g. 15M for a quick check
 // that the program runs; the goal is stated for 110M.)
 #include <algorithm>
 #include <chrono>
@@ -46,8 +46,8 @@
 #include "bench/support/e2e.hpp"
 #include "bench/support/models.hpp"
 #include "bench/support/reshaped.hpp"
-#include "llama2c/model.hpp"
-#include "llama2c/tokenizer.hpp"
+#include "llama2c/engine/model.hpp"
+#include "llama2c/engine/tokenizer.hpp"
 #include "tests/support/table_model.hpp"
 
 namespace {

@@ -47,8 +47,8 @@
 #include "bench/support/models.hpp"
 #include "bench/support/reshaped.hpp"
 #include "bench/support/timing.hpp"
-#include "llama2c/checkpoint_writer.hpp"
-#include "llama2c/model.hpp"
+#include "llama2c/tools/checkpoint_writer.hpp"
+#include "llama2c/engine/model.hpp"
 
 // Every heap byte of the program, counted while `counting` is on.
 namespace {

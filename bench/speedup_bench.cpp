@@ -44,8 +44,8 @@
 #include "bench/support/models.hpp"
 #include "bench/support/reshaped.hpp"
 #include "bench/support/timing.hpp"
-#include "llama2c/model.hpp"
-#include "llama2c/tokenizer.hpp"
+#include "llama2c/engine/model.hpp"
+#include "llama2c/engine/tokenizer.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// fuzz/checkpoint_fuzz.cpp - the llama2.c checkpoint loader (llama2c/checkpoint.hpp) on hostile
+// fuzz/checkpoint_fuzz.cpp - the llama2.c checkpoint loader (llama2c/engine/checkpoint.hpp) on hostile
 // files. The first byte picks a mode:
 //   even: the rest of the input is the file, byte for byte;
 //   odd:  a structured file: seven header fields drawn from edge values (0, +-1, 2, INT32_MIN,
@@ -15,8 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <llama2c/checkpoint.hpp>
-#include <llama2c/model.hpp>
+#include <llama2c/engine/checkpoint.hpp>
+#include <llama2c/engine/model.hpp>
 #include <stdexcept>
 #include <string>
 

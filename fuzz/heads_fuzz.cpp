@@ -1,4 +1,4 @@
-// fuzz/heads_fuzz.cpp - the heads file loader (llama2c/heads_file.hpp) on hostile files. The first
+// fuzz/heads_fuzz.cpp - the heads file loader (llama2c/engine/heads_file.hpp) on hostile files. The first
 // byte picks a mode:
 //   even: the rest of the input is the file, byte for byte;
 //   odd:  a structured file: a valid header whose sizes (hidden, vocab, heads, inner, accuracy
@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <llama2c/heads_file.hpp>
+#include <llama2c/engine/heads_file.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <llama2c/checkpoint_writer.hpp>
-#include <llama2c/heads_file.hpp>
+#include <llama2c/tools/checkpoint_writer.hpp>
+#include <llama2c/engine/heads_file.hpp>
 #include <specdec/math/rng.hpp>
 #include <string>
 #include <vector>

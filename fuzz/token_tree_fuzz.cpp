@@ -20,8 +20,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <llama2c/checkpoint_writer.hpp>
-#include <llama2c/model.hpp>
+#include <llama2c/tools/checkpoint_writer.hpp>
+#include <llama2c/engine/model.hpp>
 #include <memory>
 #include <optional>
 #include <set>

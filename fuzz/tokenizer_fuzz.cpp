@@ -1,4 +1,4 @@
-// fuzz/tokenizer_fuzz.cpp - the llama2.c tokenizer (llama2c/tokenizer.hpp): its loader on hostile
+// fuzz/tokenizer_fuzz.cpp - the llama2.c tokenizer (llama2c/engine/tokenizer.hpp): its loader on hostile
 // files, and encode/decode on what it loads. The first byte picks a mode:
 //   even: the rest of the input is a tokenizer.bin, byte for byte (bit 1 of the mode byte: load
 //         it with the expected vocabulary size taken from the next byte);
@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <llama2c/tokenizer.hpp>
+#include <llama2c/engine/tokenizer.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>

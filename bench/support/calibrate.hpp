@@ -10,7 +10,7 @@
 
 #include "bench/support/e2e.hpp"
 #include "bench/support/timing.hpp"
-#include "llama2c/reference.hpp"
+#include "llama2c/engine/reference.hpp"
 
 namespace specdec::bench {
 

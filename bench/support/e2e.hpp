@@ -11,8 +11,8 @@
 #include <specdec/specdec.hpp>
 #include <vector>
 
-#include "llama2c/model.hpp"
-#include "llama2c/tokenizer.hpp"
+#include "llama2c/engine/model.hpp"
+#include "llama2c/engine/tokenizer.hpp"
 
 namespace specdec::bench {
 

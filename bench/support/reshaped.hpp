@@ -1,7 +1,7 @@
 // bench/support/reshaped.hpp - the memory-bound targets and separate drafts of the benchmarks,
 // written at bench time from the real aidreams260K checkpoint (never committed):
 //
-//   reshaped("110M")   aidreams260K reshaped to the 110M shape (llama2c/reshape.hpp): the same
+//   reshaped("110M")   aidreams260K reshaped to the 110M shape (llama2c/tools/reshape.hpp): the same
 //                      function as aidreams260K at the forward cost of a 110M-shape model.
 //   first_layers(L)    the first L layers of aidreams260K with its final norm and classifier
 //                      (specdec-reshape --keep-layers L): a separate, cheap draft model.
@@ -15,7 +15,7 @@
 #include <string>
 
 #include "bench/support/models.hpp"
-#include "llama2c/reshape.hpp"
+#include "llama2c/tools/reshape.hpp"
 
 #ifndef SPECDEC_BENCH_DATA_DIR
 #error "SPECDEC_BENCH_DATA_DIR is not defined: bench/CMakeLists.txt defines it"

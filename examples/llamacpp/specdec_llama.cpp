@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include <llama2c/heads_file.hpp>
-#include <llama2c/report.hpp>
+#include <llama2c/engine/heads_file.hpp>
+#include <llama2c/cli/report.hpp>
 #include <specdec/cost/calibrate.hpp>
 #include <specdec/specdec.hpp>
 

@@ -1,4 +1,4 @@
-// Real-model tests of the batched engine (llama2c/batch_model.hpp) and the batch decoder on it:
+// Real-model tests of the batched engine (llama2c/engine/batch_model.hpp) and the batch decoder on it:
 // the batch conformance checks (rows bit-identical to scoring alone), the reference text, every
 // sequence of a batch decoding exactly as it does alone, greedy and sampled, and token-tree
 // entries (tree attention and commit as llama2c::model's, bad trees and paths refused).
@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include <llama2c/batch_model.hpp>
-#include <llama2c/model.hpp>
-#include <llama2c/tokenizer.hpp>
+#include <llama2c/engine/batch_model.hpp>
+#include <llama2c/engine/model.hpp>
+#include <llama2c/engine/tokenizer.hpp>
 #include <specdec/specdec.hpp>
 #include <specdec/testing.hpp>
 

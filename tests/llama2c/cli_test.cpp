@@ -1,12 +1,12 @@
-// specdec-generate's command line (llama2c/cli.hpp), its --json pieces (llama2c/report.hpp) and
+// specdec-generate's command line (llama2c/cli/cli.hpp), its --json pieces (llama2c/cli/report.hpp) and
 // the --draft-min wrapper (specdec::min_length_drafter): every flag, every spelling, every bad value.
 // No checkpoint needed.
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <limits>
-#include <llama2c/cli.hpp>
+#include <llama2c/cli/cli.hpp>
 #include <specdec/draft/min_length_drafter.hpp>
-#include <llama2c/report.hpp>
+#include <llama2c/cli/report.hpp>
 #include <specdec/specdec.hpp>
 #include <string>
 #include <vector>

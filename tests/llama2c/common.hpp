@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <llama2c/reference.hpp>
+#include <llama2c/engine/reference.hpp>
 #include <specdec/types.hpp>
 
 namespace llama2c_test {
@@ -24,7 +24,7 @@ inline const std::filesystem::path models_dir{SPECDEC_MODELS_DIR};
 inline const std::filesystem::path checkpoint_path = models_dir / "aidreams260K.bin";
 inline const std::filesystem::path tokenizer_path = models_dir / "aidreams260K.tok512.bin";
 
-// run.c's reference for aidreams260K.bin (llama2c/reference.hpp) as the types the tests compare
+// run.c's reference for aidreams260K.bin (llama2c/engine/reference.hpp) as the types the tests compare
 // with: the 96 ids fed after BOS for "I dreamed", greedy, and the text they decode to.
 inline const std::vector<specdec::token_id> reference_ids(specdec::llama2c::reference_ids.begin(),
                                                           specdec::llama2c::reference_ids.end());

@@ -12,12 +12,12 @@
 
 #include "common.hpp"
 
-#include <llama2c/eagle_attn_train.hpp>
-#include <llama2c/heads_file.hpp>
-#include <llama2c/heads_train.hpp>
-#include <llama2c/model.hpp>
-#include <llama2c/reshape.hpp>
-#include <llama2c/tokenizer.hpp>
+#include <llama2c/training/eagle_attn_train.hpp>
+#include <llama2c/engine/heads_file.hpp>
+#include <llama2c/training/heads_train.hpp>
+#include <llama2c/engine/model.hpp>
+#include <llama2c/tools/reshape.hpp>
+#include <llama2c/engine/tokenizer.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/draft/eagle_drafter.hpp>
 #include <specdec/draft/hidden_capture.hpp>

@@ -1,11 +1,11 @@
-// The heads trainer's hand-written gradients (llama2c/heads_train.hpp) against central finite
+// The heads trainer's hand-written gradients (llama2c/training/heads_train.hpp) against central finite
 // differences, in double, for Medusa heads (own and shared classifier) and the EAGLE-style
 // predictor, with and without its attention layer (eagle_attn_train.hpp); and the heads file
 // format's refusals on made-up files (no checkpoint needed).
 #include <catch2/catch.hpp>
-#include <llama2c/eagle_attn_train.hpp>
-#include <llama2c/heads_file.hpp>
-#include <llama2c/heads_train.hpp>
+#include <llama2c/training/eagle_attn_train.hpp>
+#include <llama2c/engine/heads_file.hpp>
+#include <llama2c/training/heads_train.hpp>
 
 #include <cmath>
 #include <cstdint>

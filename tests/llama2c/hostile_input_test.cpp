@@ -19,9 +19,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <llama2c/checkpoint_writer.hpp>
-#include <llama2c/model.hpp>
-#include <llama2c/tokenizer.hpp>
+#include <llama2c/tools/checkpoint_writer.hpp>
+#include <llama2c/engine/model.hpp>
+#include <llama2c/engine/tokenizer.hpp>
 #include <new>
 #include <specdec/math/rng.hpp>
 #include <string>

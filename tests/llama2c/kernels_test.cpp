@@ -6,8 +6,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
-#include <llama2c/kernels.hpp>
-#include <llama2c/thread_pool.hpp>
+#include <llama2c/engine/kernels.hpp>
+#include <llama2c/engine/thread_pool.hpp>
 #include <random>
 #include <vector>
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include <llama2c/model.hpp>
-#include <llama2c/tokenizer.hpp>
+#include <llama2c/engine/model.hpp>
+#include <llama2c/engine/tokenizer.hpp>
 #include <specdec/specdec.hpp>
 
 namespace l2 = specdec::llama2c;

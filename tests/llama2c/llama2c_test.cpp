@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include <llama2c/model.hpp>
-#include <llama2c/tokenizer.hpp>
+#include <llama2c/engine/model.hpp>
+#include <llama2c/engine/tokenizer.hpp>
 #include <specdec/math/sample.hpp>
 #include <specdec/testing.hpp>
 

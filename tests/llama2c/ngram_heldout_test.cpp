@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include <llama2c/tokenizer.hpp>
+#include <llama2c/engine/tokenizer.hpp>
 #include <specdec/draft/ngram_drafter.hpp>
 
 #include "support/heldout_edits.hpp"

@@ -1,4 +1,4 @@
-// Real-model tests of the checkpoint reshaper (llama2c/reshape.hpp): aidreams260K reshaped at test
+// Real-model tests of the checkpoint reshaper (llama2c/tools/reshape.hpp): aidreams260K reshaped at test
 // time to modest shapes computes IN's logits and greedy output, --keep-layers equals a layer-skip
 // draft, and every refused input names its problem and leaves OUT untouched.
 #include "common.hpp"  // Catch's runner, main() (skips without the checkpoint), the model paths
@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include <llama2c/checkpoint_writer.hpp>
-#include <llama2c/model.hpp>
-#include <llama2c/reshape.hpp>
-#include <llama2c/tokenizer.hpp>
+#include <llama2c/tools/checkpoint_writer.hpp>
+#include <llama2c/engine/model.hpp>
+#include <llama2c/tools/reshape.hpp>
+#include <llama2c/engine/tokenizer.hpp>
 #include <specdec/math/sample.hpp>
 
 namespace fs = std::filesystem;

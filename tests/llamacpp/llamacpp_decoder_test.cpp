@@ -6,7 +6,7 @@
 // is drafted smaller rather than refused.
 #include "common.hpp"
 
-#include <llama2c/reference.hpp>
+#include <llama2c/engine/reference.hpp>
 #include <llamacpp/context_model.hpp>
 #include <llamacpp/tree_model.hpp>
 #include <specdec/specdec.hpp>

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include <llama2c/heads_file.hpp>
+#include <llama2c/engine/heads_file.hpp>
 #include <llamacpp/context_model.hpp>
 #include <llamacpp/hidden_model.hpp>
 #include <specdec/specdec.hpp>

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <stdexcept>
 
-#include <llama2c/model.hpp>
-#include <llama2c/reference.hpp>
+#include <llama2c/engine/model.hpp>
+#include <llama2c/engine/reference.hpp>
 #include <llamacpp/hidden_model.hpp>
 #include <specdec/testing.hpp>
 

@@ -15,7 +15,7 @@
 #include <filesystem>
 #include <map>
 
-#include <llama2c/heads_file.hpp>
+#include <llama2c/engine/heads_file.hpp>
 #include <llamacpp/context_model.hpp>
 #include <llamacpp/hidden_model.hpp>
 #include <llamacpp/tree_model.hpp>

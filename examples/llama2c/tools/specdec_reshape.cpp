@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "llama2c/reshape.hpp"
+#include "llama2c/tools/reshape.hpp"
 
 namespace {
 

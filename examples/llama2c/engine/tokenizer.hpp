@@ -1,4 +1,4 @@
-// llama2c/tokenizer.hpp - llama2.c's BPE tokenizer (tokenizer.bin), encoding exactly as run.c.
+// llama2c/engine/tokenizer.hpp - llama2.c's BPE tokenizer (tokenizer.bin), encoding exactly as run.c.
 #pragma once
 
 #include <cstddef>

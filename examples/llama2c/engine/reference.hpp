@@ -1,4 +1,4 @@
-// llama2c/reference.hpp - the run.c reference output for aidreams260K.bin, the one quoted in the
+// llama2c/engine/reference.hpp - the run.c reference output for aidreams260K.bin, the one quoted in the
 // models' README (../shared/models/README.md, "A reference output"): llama2.c's run.c, greedy
 // (`-t 0 -n 96`), with aidreams260K.bin and aidreams260K.tok512.bin, prompt "I dreamed".
 //

@@ -1,4 +1,4 @@
-// llama2c/cli.hpp - specdec-generate's command line: argv in, a checked cli_options out.
+// llama2c/cli/cli.hpp - specdec-generate's command line: argv in, a checked cli_options out.
 //
 // One CLI11 parser with a generated --help. It speaks today's flags and the spellings users of
 // llama.cpp (llama-speculative, llama-lookup) and vLLM type for the same things. Every check that
@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include "llama2c/cli_options.hpp"
+#include "llama2c/cli/cli_options.hpp"
 
 namespace specdec::llama2c {
 

@@ -1,4 +1,4 @@
-// llama2c/cli_options.hpp - what specdec-generate is asked to do: cli_options, the values the
+// llama2c/cli/cli_options.hpp - what specdec-generate is asked to do: cli_options, the values the
 // parser (cli.hpp) produces and the program and its JSON report (report.hpp) read, with the
 // limits the parser checks them against and the error a bad flag raises.
 #pragma once

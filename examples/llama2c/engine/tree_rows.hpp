@@ -1,4 +1,4 @@
-// llama2c/tree_rows.hpp - the token-tree bookkeeping both engines share (model.hpp for its one
+// llama2c/engine/tree_rows.hpp - the token-tree bookkeeping both engines share (model.hpp for its one
 // sequence, batch_model.hpp for each tree entry of a batch): the node bound and the parents
 // checked, each node's depth and ancestor list for tree attention (attention_args::ancestors),
 // the deepest node checked against the context, the caches grown for a wide tree, a commit path

@@ -7,7 +7,7 @@
 //   specdec-generate -p "I dreamed" -n 64 --draft layers:2 -k 4 --temp 0
 //   specdec-generate -m big.bin -md draft.bin --draft-max 5 --json | jq .stats.tokens_per_second
 //
-// Flags are parsed by llama2c/cli.hpp (CLI11; --help lists them). Exit status: 0 on success; 2 for
+// Flags are parsed by llama2c/cli/cli.hpp (CLI11; --help lists them). Exit status: 0 on success; 2 for
 // a bad flag or value (checked before anything is loaded); 1 when a file cannot be read or the
 // model or decoder refuses a value (see docs/llama2c.md for the reference).
 #include <unistd.h>
@@ -29,11 +29,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "llama2c/cli.hpp"
-#include "llama2c/heads_file.hpp"
-#include "llama2c/model.hpp"
-#include "llama2c/report.hpp"
-#include "llama2c/tokenizer.hpp"
+#include "llama2c/cli/cli.hpp"
+#include "llama2c/engine/heads_file.hpp"
+#include "llama2c/engine/model.hpp"
+#include "llama2c/cli/report.hpp"
+#include "llama2c/engine/tokenizer.hpp"
 
 namespace {
 

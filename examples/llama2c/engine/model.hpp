@@ -1,4 +1,4 @@
-// llama2c/model.hpp - the llama2.c transformer as a specdec::TreeLanguageModel, and its
+// llama2c/engine/model.hpp - the llama2.c transformer as a specdec::TreeLanguageModel, and its
 // self-speculative layer-skip draft.
 //
 // A reference adapter: it shows what an engine adapter must do (batched append, O(1) truncate,
@@ -25,11 +25,11 @@
 #include <specdec/concepts/tree_language_model.hpp>
 #include <specdec/types.hpp>
 
-#include "llama2c/checkpoint.hpp"
-#include "llama2c/kernels.hpp"
-#include "llama2c/row_ops.hpp"
-#include "llama2c/thread_pool.hpp"
-#include "llama2c/tree_rows.hpp"
+#include "llama2c/engine/checkpoint.hpp"
+#include "llama2c/engine/kernels.hpp"
+#include "llama2c/engine/row_ops.hpp"
+#include "llama2c/engine/thread_pool.hpp"
+#include "llama2c/engine/tree_rows.hpp"
 
 namespace specdec::llama2c {
 

@@ -1,4 +1,4 @@
-// llama2c/heads_losses.hpp - what the heads trainer (heads_train.hpp) minimises: the Medusa and
+// llama2c/training/heads_losses.hpp - what the heads trainer (heads_train.hpp) minimises: the Medusa and
 // EAGLE-style losses with their hand-written gradients, generic in the scalar so that
 // tests/llama2c/heads_train_test.cpp checks them in double against finite differences, and Adam.
 #pragma once

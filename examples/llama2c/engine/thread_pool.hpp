@@ -1,4 +1,4 @@
-// llama2c/thread_pool.hpp - the engine's one small pool of threads, handed to the kernels.
+// llama2c/engine/thread_pool.hpp - the engine's one small pool of threads, handed to the kernels.
 //
 // The calling thread works too: a pool of T threads starts T - 1 workers. A job is a count of
 // chunks and a function of the chunk index; threads take chunks from a shared counter until

@@ -1,4 +1,4 @@
-// llama2c/checkpoint_writer.hpp - writes a llama2.c checkpoint, tensor by tensor, in the order
+// llama2c/tools/checkpoint_writer.hpp - writes a llama2.c checkpoint, tensor by tensor, in the order
 // that checkpoint.hpp's file_layout() gives, and never leaves a partial file under its name.
 #pragma once
 
@@ -18,7 +18,7 @@
 #include <system_error>
 #include <vector>
 
-#include "llama2c/checkpoint.hpp"
+#include "llama2c/engine/checkpoint.hpp"
 
 namespace specdec::llama2c {
 

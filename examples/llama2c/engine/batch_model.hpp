@@ -1,4 +1,4 @@
-// llama2c/batch_model.hpp - the llama2.c transformer serving many sequences, as a
+// llama2c/engine/batch_model.hpp - the llama2.c transformer serving many sequences, as a
 // specdec::BatchTreeLanguageModel: one forward pass over a ragged batch (each entry its own
 // sequence, KV cache and positions; a chain or a token tree) in which every weight matrix is
 // read once for all rows of all sequences (kernels.hpp's matmul, as for one sequence's K + 1
@@ -34,11 +34,11 @@
 #include <specdec/concepts/batch_language_model.hpp>
 #include <specdec/types.hpp>
 
-#include "llama2c/checkpoint.hpp"
-#include "llama2c/kernels.hpp"
-#include "llama2c/row_ops.hpp"
-#include "llama2c/thread_pool.hpp"
-#include "llama2c/tree_rows.hpp"
+#include "llama2c/engine/checkpoint.hpp"
+#include "llama2c/engine/kernels.hpp"
+#include "llama2c/engine/row_ops.hpp"
+#include "llama2c/engine/thread_pool.hpp"
+#include "llama2c/engine/tree_rows.hpp"
 
 namespace specdec::llama2c {
 

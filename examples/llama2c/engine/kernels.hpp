@@ -1,4 +1,4 @@
-// llama2c/kernels.hpp - the engine's matrix kernel: a batch of activation rows times weight
+// llama2c/engine/kernels.hpp - the engine's matrix kernel: a batch of activation rows times weight
 // matrices in the checkpoint's own layout, each weight read once from memory for the whole
 // batch, split over the engine's threads.
 //
@@ -32,7 +32,7 @@
 #include <limits>
 #include <span>
 
-#include "llama2c/thread_pool.hpp"
+#include "llama2c/engine/thread_pool.hpp"
 
 namespace specdec::llama2c {
 

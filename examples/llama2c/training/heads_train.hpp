@@ -1,4 +1,4 @@
-// llama2c/heads_train.hpp - trains draft heads on text the target generates itself
+// llama2c/training/heads_train.hpp - trains draft heads on text the target generates itself
 // (self-distillation): the corpus (heads_corpus.hpp), the losses with their hand-written
 // gradients and Adam (heads_losses.hpp), the training loops, and the held-out accuracy.
 //
@@ -24,10 +24,10 @@
 #include <Eigen/Core>
 #include <specdec/math/rng.hpp>
 
-#include "llama2c/heads_corpus.hpp"
-#include "llama2c/heads_file.hpp"
-#include "llama2c/heads_losses.hpp"
-#include "llama2c/model.hpp"
+#include "llama2c/training/heads_corpus.hpp"
+#include "llama2c/engine/heads_file.hpp"
+#include "llama2c/training/heads_losses.hpp"
+#include "llama2c/engine/model.hpp"
 
 namespace specdec::llama2c::train {
 

@@ -1,4 +1,4 @@
-// llama2c/report.hpp - specdec-generate's --json output: options and statistics as JSON values.
+// llama2c/cli/report.hpp - specdec-generate's --json output: options and statistics as JSON values.
 //
 // nlohmann/json is a dependency of this example only; the library itself depends on Eigen alone.
 // The schema is documented in docs/llama2c.md ("--json").
@@ -10,7 +10,7 @@
 #include <specdec/stats.hpp>
 #include <string>
 
-#include "llama2c/cli_options.hpp"
+#include "llama2c/cli/cli_options.hpp"
 
 namespace specdec::llama2c {
 

@@ -1,4 +1,4 @@
-// llama2c/reshape.hpp - writes a larger llama2.c checkpoint that computes the same function as a
+// llama2c/tools/reshape.hpp - writes a larger llama2.c checkpoint that computes the same function as a
 // smaller one (a real model's predictions at a larger model's forward cost), and truncates a
 // checkpoint to its first layers (a separate, cheap draft model).
 //
@@ -35,8 +35,8 @@
 #include <system_error>
 #include <vector>
 
-#include "llama2c/checkpoint.hpp"
-#include "llama2c/checkpoint_writer.hpp"
+#include "llama2c/engine/checkpoint.hpp"
+#include "llama2c/tools/checkpoint_writer.hpp"
 
 namespace specdec::llama2c {
 

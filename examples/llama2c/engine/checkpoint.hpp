@@ -1,4 +1,4 @@
-// llama2c/checkpoint.hpp - a llama2.c checkpoint: its header, the order of its tensors, and a
+// llama2c/engine/checkpoint.hpp - a llama2.c checkpoint: its header, the order of its tensors, and a
 // loader that keeps every tensor in the file's own layout.
 //
 // One place knows the file: `file_layout(config)` lists the tensors in the order llama2.c writes

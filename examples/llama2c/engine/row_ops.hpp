@@ -1,4 +1,4 @@
-// llama2c/row_ops.hpp - the row-wise steps of a layer that both engines run (model.hpp on one
+// llama2c/engine/row_ops.hpp - the row-wise steps of a layer that both engines run (model.hpp on one
 // sequence, batch_model.hpp on a ragged batch): run.c's rmsnorm, RoPE from a table of angles
 // computed once, and the SwiGLU gate of the FFN. One definition, so that a row computes the same
 // bits in either engine.

@@ -1,4 +1,4 @@
-// llama2c/heads_file.hpp - the file format of trained draft heads (Medusa or EAGLE-style), its
+// llama2c/engine/heads_file.hpp - the file format of trained draft heads (Medusa or EAGLE-style), its
 // writer and its loader, which checks every size against the file and against the target, and
 // widens heads trained on a model for a target reshaped from it (reshape.hpp).
 //
@@ -34,7 +34,7 @@
 #include <specdec/draft/eagle_head.hpp>
 #include <specdec/draft/medusa_heads.hpp>
 
-#include "llama2c/checkpoint.hpp"
+#include "llama2c/engine/checkpoint.hpp"
 
 namespace specdec::llama2c {
 

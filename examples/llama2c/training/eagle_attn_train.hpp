@@ -1,4 +1,4 @@
-// llama2c/eagle_attn_train.hpp - the EAGLE-style predictor with one causal attention layer over
+// llama2c/training/eagle_attn_train.hpp - the EAGLE-style predictor with one causal attention layer over
 // the features of the sequence so far (beside the MLP alone, heads_train.hpp): its loss with
 // hand-written gradients (checked against finite differences in
 // tests/llama2c/heads_train_test.cpp), training on whole sequences, the held-out accuracy by
@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "llama2c/heads_train.hpp"
-#include "llama2c/model.hpp"
+#include "llama2c/training/heads_train.hpp"
+#include "llama2c/engine/model.hpp"
 
 namespace specdec::llama2c::train {
 

@@ -1,4 +1,4 @@
-// llama2c/heads_corpus.hpp - the heads trainer's data: sequences the target generates itself
+// llama2c/training/heads_corpus.hpp - the heads trainer's data: sequences the target generates itself
 // from BOS, with the hidden row at every position (self-distillation; heads_train.hpp).
 #pragma once
 
@@ -14,8 +14,8 @@
 #include <specdec/math/sample.hpp>
 #include <specdec/math/softmax.hpp>
 
-#include "llama2c/heads_losses.hpp"  // mat
-#include "llama2c/model.hpp"
+#include "llama2c/training/heads_losses.hpp"  // mat
+#include "llama2c/engine/model.hpp"
 
 namespace specdec::llama2c::train {
 
