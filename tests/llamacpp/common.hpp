@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <llamacpp/gguf_model.hpp>
+#include <llamacpp/adapters/gguf_model.hpp>
 #include <specdec/types.hpp>
 
 namespace llamacpp_test {

@@ -1,4 +1,4 @@
-// tests/llamacpp/llamacpp_batch_test.cpp - batch_model (llamacpp/batch_model.hpp): several
+// tests/llamacpp/llamacpp_batch_test.cpp - batch_model (llamacpp/adapters/batch_model.hpp): several
 // sequences of one llama.cpp context against the batch conformance kit (g1-g4, g6), F32 and
 // Q8_0; specdec::batch_decoder on it gives every sequence the greedy output of decoding it alone
 // (plain, and with a GGUF draft model per sequence); bad input and full contexts refused; a
@@ -9,8 +9,8 @@
 #include <cmath>
 #include <string>
 
-#include <llamacpp/batch_model.hpp>
-#include <llamacpp/context_model.hpp>
+#include <llamacpp/adapters/batch_model.hpp>
+#include <llamacpp/adapters/context_model.hpp>
 #include <specdec/specdec.hpp>
 #include <specdec/testing.hpp>
 

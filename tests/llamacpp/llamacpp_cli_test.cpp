@@ -1,11 +1,11 @@
-// tests/llamacpp/llamacpp_cli_test.cpp - specdec-llama's command line (llamacpp/llama_cli.hpp):
+// tests/llamacpp/llamacpp_cli_test.cpp - specdec-llama's command line (llamacpp/cli/llama_cli.hpp):
 // the tree flag's bounds (a sequence per leaf, at most llama.cpp's 256), --grammar-file and
 // --grammar, -fa, --draft heads:FILE, -np, --verification.
 // Parsing loads nothing, so this runs without the GGUF models.
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
-#include <llamacpp/llama_cli.hpp>
+#include <llamacpp/cli/llama_cli.hpp>
 
 using namespace specdec::llamacpp;
 

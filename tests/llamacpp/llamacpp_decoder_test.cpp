@@ -7,8 +7,8 @@
 #include "common.hpp"
 
 #include <llama2c/engine/reference.hpp>
-#include <llamacpp/context_model.hpp>
-#include <llamacpp/tree_model.hpp>
+#include <llamacpp/adapters/context_model.hpp>
+#include <llamacpp/adapters/tree_model.hpp>
 #include <specdec/specdec.hpp>
 
 using specdec::token_id;

@@ -1,5 +1,5 @@
 // tests/llamacpp/llamacpp_grammar_test.cpp - a GBNF grammar through specdec's row processor
-// (llamacpp/grammar_processor.hpp): greedy speculative output with the grammar equals plain
+// (llamacpp/adapters/grammar_processor.hpp): greedy speculative output with the grammar equals plain
 // greedy with the grammar token for token (draft model chains, trees in one llama_decode, n-gram
 // lookup, whose drafts the grammar may reject), every output is accepted by the grammar, sampled
 // output obeys it too, a dead end of the grammar met only past a rejected draft changes nothing,
@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include <llamacpp/context_model.hpp>
-#include <llamacpp/grammar_processor.hpp>
-#include <llamacpp/tree_model.hpp>
-#include <llamacpp/vocab_text.hpp>
+#include <llamacpp/adapters/context_model.hpp>
+#include <llamacpp/adapters/grammar_processor.hpp>
+#include <llamacpp/adapters/tree_model.hpp>
+#include <llamacpp/adapters/vocab_text.hpp>
 #include <specdec/specdec.hpp>
 
 using specdec::token_id;

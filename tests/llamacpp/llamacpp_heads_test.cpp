@@ -12,8 +12,8 @@
 #include <filesystem>
 
 #include <llama2c/engine/heads_file.hpp>
-#include <llamacpp/context_model.hpp>
-#include <llamacpp/hidden_model.hpp>
+#include <llamacpp/adapters/context_model.hpp>
+#include <llamacpp/adapters/hidden_model.hpp>
 #include <specdec/specdec.hpp>
 
 using specdec::token_id;

@@ -1,4 +1,4 @@
-// tests/llamacpp/llamacpp_hidden_test.cpp - hidden_model (llamacpp/hidden_model.hpp) against the
+// tests/llamacpp/llamacpp_hidden_test.cpp - hidden_model (llamacpp/adapters/hidden_model.hpp) against the
 // conformance kit with the hidden-row check (F32 and Q8_0); its hidden rows against llama2.c's
 // engine on the checkpoint the GGUF was converted from; the classifier and embedding read from
 // the GGUF against the checkpoint's; bad input refused; an append failing after its llama_decode
@@ -11,7 +11,7 @@
 
 #include <llama2c/engine/model.hpp>
 #include <llama2c/engine/reference.hpp>
-#include <llamacpp/hidden_model.hpp>
+#include <llamacpp/adapters/hidden_model.hpp>
 #include <specdec/testing.hpp>
 
 using specdec::token_id;

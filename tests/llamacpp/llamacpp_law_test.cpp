@@ -16,9 +16,9 @@
 #include <map>
 
 #include <llama2c/engine/heads_file.hpp>
-#include <llamacpp/context_model.hpp>
-#include <llamacpp/hidden_model.hpp>
-#include <llamacpp/tree_model.hpp>
+#include <llamacpp/adapters/context_model.hpp>
+#include <llamacpp/adapters/hidden_model.hpp>
+#include <llamacpp/adapters/tree_model.hpp>
 #include <specdec/specdec.hpp>
 
 #include "support/chi_square.hpp"

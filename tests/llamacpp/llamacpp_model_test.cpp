@@ -7,8 +7,8 @@
 #include <limits>
 #include <stdexcept>
 
-#include <llamacpp/context_model.hpp>
-#include <llamacpp/tree_model.hpp>
+#include <llamacpp/adapters/context_model.hpp>
+#include <llamacpp/adapters/tree_model.hpp>
 #include <specdec/testing.hpp>
 
 using specdec::token_id;

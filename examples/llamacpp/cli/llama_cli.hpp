@@ -1,4 +1,4 @@
-// llamacpp/llama_cli.hpp - specdec-llama's command line: argv in, checked llama_cli_options out.
+// llamacpp/cli/llama_cli.hpp - specdec-llama's command line: argv in, checked llama_cli_options out.
 // llama.cpp's spellings where llama.cpp has the flag (-m, -md / --spec-draft-model,
 // --spec-draft-n-max, --spec-draft-n-min, --spec-draft-p-min, -p, -f, -n, -c, -t, --temp,
 // --top-k, --top-p, --min-p, -s, -fa, --ignore-eos, --grammar, --grammar-file), specdec's own for

@@ -1,4 +1,4 @@
-// llamacpp/context_model.hpp - one llama.cpp context as a specdec::LanguageModel: the adapter an
+// llamacpp/adapters/context_model.hpp - one llama.cpp context as a specdec::LanguageModel: the adapter an
 // engine author copies. Each member is a few lines naming the llama.cpp call it makes:
 //   append   = one llama_decode with a row of logits for every token (llama_get_logits_ith)
 //   prefill  = llama_decode without logits, in chunks of n_batch
@@ -20,7 +20,7 @@
 #include <specdec/concepts/language_model.hpp>
 #include <specdec/types.hpp>
 
-#include "llamacpp/gguf_model.hpp"
+#include "llamacpp/adapters/gguf_model.hpp"
 
 namespace specdec::llamacpp {
 

@@ -1,10 +1,10 @@
 // specdec-llama: speculative decoding with specdec on llama.cpp GGUF models. The target runs in
-// one llama.cpp context (llamacpp/tree_model.hpp: chains and whole token trees in one
+// one llama.cpp context (llamacpp/adapters/tree_model.hpp: chains and whole token trees in one
 // llama_decode); the drafter is a GGUF draft model in a second context, n-gram prompt lookup,
 // draft heads on the target's hidden rows (--draft heads:FILE: the target context is then a
-// llamacpp/hidden_model.hpp, made with embeddings on), or nobody. --grammar-file masks every row
-// with a GBNF grammar (llamacpp/grammar_processor.hpp). -np N serves N requests together in one
-// context (llamacpp/batch_model.hpp + specdec::batch_decoder: one llama_decode per step for all).
+// llamacpp/adapters/hidden_model.hpp, made with embeddings on), or nobody. --grammar-file masks every row
+// with a GBNF grammar (llamacpp/adapters/grammar_processor.hpp). -np N serves N requests together in one
+// context (llamacpp/adapters/batch_model.hpp + specdec::batch_decoder: one llama_decode per step for all).
 // Without --spec-draft-n-max or --tree, the draft shape is planned before every step from the
 // target's measured cost curve and the acceptance seen so far (specdec::calibrate +
 // specdec::speed_policy), and plain decoding is chosen when no shape is predicted to pay.
@@ -27,13 +27,13 @@
 #include <specdec/cost/calibrate.hpp>
 #include <specdec/specdec.hpp>
 
-#include "llamacpp/batch_model.hpp"
-#include "llamacpp/context_model.hpp"
-#include "llamacpp/grammar_processor.hpp"
-#include "llamacpp/hidden_model.hpp"
-#include "llamacpp/llama_cli.hpp"
-#include "llamacpp/tree_model.hpp"
-#include "llamacpp/vocab_text.hpp"
+#include "llamacpp/adapters/batch_model.hpp"
+#include "llamacpp/adapters/context_model.hpp"
+#include "llamacpp/adapters/grammar_processor.hpp"
+#include "llamacpp/adapters/hidden_model.hpp"
+#include "llamacpp/cli/llama_cli.hpp"
+#include "llamacpp/adapters/tree_model.hpp"
+#include "llamacpp/adapters/vocab_text.hpp"
 
 namespace {
 

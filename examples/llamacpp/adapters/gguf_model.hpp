@@ -1,4 +1,4 @@
-// llamacpp/gguf_model.hpp - a GGUF file loaded by llama.cpp, and a llama_context made on it, each
+// llamacpp/adapters/gguf_model.hpp - a GGUF file loaded by llama.cpp, and a llama_context made on it, each
 // owned by a small RAII handle that turns every failing llama.cpp call into an exception naming
 // that call. The adapters (context_model.hpp, tree_model.hpp, hidden_model.hpp) take a context
 // made here.

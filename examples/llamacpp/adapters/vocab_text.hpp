@@ -1,4 +1,4 @@
-// llamacpp/vocab_text.hpp - text to token ids and back with a GGUF model's own vocabulary
+// llamacpp/adapters/vocab_text.hpp - text to token ids and back with a GGUF model's own vocabulary
 // (llama_tokenize, llama_token_to_piece), and its end-of-generation tokens as specdec stop tokens.
 #pragma once
 
@@ -10,7 +10,7 @@
 
 #include <specdec/types.hpp>
 
-#include "llamacpp/gguf_model.hpp"
+#include "llamacpp/adapters/gguf_model.hpp"
 
 namespace specdec::llamacpp {
 

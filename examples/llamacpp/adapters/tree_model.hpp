@@ -1,4 +1,4 @@
-// llamacpp/tree_model.hpp - a llama.cpp context as a specdec::TreeLanguageModel: a whole token
+// llamacpp/adapters/tree_model.hpp - a llama.cpp context as a specdec::TreeLanguageModel: a whole token
 // tree scored in ONE llama_decode, then one root-to-node path kept, without copying any KV data.
 //
 // How a tree maps onto llama.cpp's sequences (kv_unified: one KV buffer, cells tagged with the
@@ -26,7 +26,7 @@
 #include <specdec/concepts/tree_language_model.hpp>
 #include <specdec/types.hpp>
 
-#include "llamacpp/context_model.hpp"
+#include "llamacpp/adapters/context_model.hpp"
 
 namespace specdec::llamacpp {
 

@@ -1,4 +1,4 @@
-// llamacpp/batch_model.hpp - several sequences of ONE llama.cpp context as a
+// llamacpp/adapters/batch_model.hpp - several sequences of ONE llama.cpp context as a
 // specdec::BatchLanguageModel (with prefill), for specdec::batch_decoder: every score() is one
 // llama_decode holding the rows of all its entries.
 //   sequence        = a llama.cpp sequence id, one of the context's n_seq_max slots
@@ -32,7 +32,7 @@
 #include <specdec/concepts/batch_language_model.hpp>
 #include <specdec/types.hpp>
 
-#include "llamacpp/gguf_model.hpp"
+#include "llamacpp/adapters/gguf_model.hpp"
 
 namespace specdec::llamacpp {
 

@@ -1,4 +1,4 @@
-// llamacpp/hidden_model.hpp - a llama.cpp context as a specdec::HiddenStateTreeModel, for draft
+// llamacpp/adapters/hidden_model.hpp - a llama.cpp context as a specdec::HiddenStateTreeModel, for draft
 // heads (Medusa, EAGLE-style): tree_model whose context is made with `embeddings = true` and
 // pooling none, so that every llama_decode also leaves each token's embedding output, which for
 // llama models is the row after the final norm: the classifier's input.
@@ -28,7 +28,7 @@
 #include <specdec/concepts/hidden_state_model.hpp>
 #include <specdec/types.hpp>
 
-#include "llamacpp/tree_model.hpp"
+#include "llamacpp/adapters/tree_model.hpp"
 
 namespace specdec::llamacpp {
 

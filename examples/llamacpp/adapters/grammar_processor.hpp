@@ -1,4 +1,4 @@
-// llamacpp/grammar_processor.hpp - a GBNF grammar (llama.cpp's grammar sampler) as a specdec row
+// llamacpp/adapters/grammar_processor.hpp - a GBNF grammar (llama.cpp's grammar sampler) as a specdec row
 // processor: every row of logits the decoders and drafters sample from gets -infinity on the
 // tokens the grammar rejects after that row's prefix, so speculative decoding with a grammar
 // emits exactly what plain decoding with the same grammar emits (docs/row_processors.md).
@@ -27,7 +27,7 @@
 
 #include <specdec/types.hpp>
 
-#include "llamacpp/gguf_model.hpp"
+#include "llamacpp/adapters/gguf_model.hpp"
 
 namespace specdec::llamacpp {
 
