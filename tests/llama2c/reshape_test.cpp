@@ -216,6 +216,28 @@ TEST_CASE("llama2c reshape: the reshaped model's logits equal IN's") {
   }
 }
 
+TEST_CASE("llama2c reshape: a grouped-query IN into a smaller group copies its kv heads") {
+  // IN = aidreams260K reshaped to 8 query heads on 4 kv heads (group 2, as stories260K); OUT =
+  // 8 on 8 (group 1, as the 110M shape's 12 on 12) and 12 on 12: each kv head twice (12 on 12:
+  // query heads 8..11 and kv heads 8..11 are zero, as in any widening).
+  llama2c::model small(checkpoint_path, {.threads = 1});
+  const fs::path gqa = reshaped(shapes[1]);
+  const auto ps = prompts();
+  for (const llama2c::reshape_options& o :
+       {llama2c::reshape_options{.n_heads = 8, .n_kv_heads = 8},
+        llama2c::reshape_options{.dim = 192, .n_heads = 12, .n_kv_heads = 12}}) {
+    const fs::path mha = scratch().path / ("mha" + std::to_string(o.n_heads) + ".bin");
+    llama2c::reshape_checkpoint(gqa, mha, o);
+    llama2c::model big(mha, {.threads = 1});
+    CHECK(big.cfg().n_kv_heads == o.n_kv_heads);
+    float worst = 0;
+    for (const auto& p : ps) worst = std::max(worst, max_abs_diff(logits_of(small, p), logits_of(big, p)));
+    std::cout << "grouped-query reshape to " << o.n_heads << " on " << o.n_kv_heads
+              << " heads: largest |logit difference| " << worst << "\n";
+    CHECK(worst <= logit_tolerance);
+  }
+}
+
 TEST_CASE("llama2c reshape: greedy output equals IN's token for token over 96 tokens") {
   llama2c::model small(checkpoint_path, {.threads = 1});
   const llama2c::tokenizer tok(tokenizer_path);
@@ -293,12 +315,15 @@ TEST_CASE("llama2c reshape: refused inputs name the problem and never leave a fi
     no_out();
   }
 
-  SECTION("a group size smaller than IN's") {
-    // IN with 8 query heads on 4 kv heads (group 2): 8 on 8 would split a group.
-    const fs::path gqa = reshaped(shapes[1]);
+  SECTION("a group size smaller than IN's that does not divide it") {
+    // IN with 16 query heads on 4 kv heads (group 4): 24 on 8 (group 3) would split a group.
+    const fs::path gqa = scratch().path / "group4.bin";
+    llama2c::reshape_checkpoint(checkpoint_path, gqa,
+                                {.dim = 256, .n_heads = 16, .n_kv_heads = 4});
     REQUIRE_THROWS_WITH(
-        llama2c::reshape_checkpoint(gqa, out, {.n_heads = 8, .n_kv_heads = 8}),
-        Contains("group size n_heads / n_kv_heads = 1 is smaller than IN's group size = 2"));
+        llama2c::reshape_checkpoint(gqa, out, {.dim = 384, .n_heads = 24, .n_kv_heads = 8}),
+        Contains("group size n_heads / n_kv_heads = 3 is smaller than IN's group size = 4 and "
+                 "does not divide it"));
     no_out();
   }
 

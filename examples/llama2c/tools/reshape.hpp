@@ -10,7 +10,11 @@
 //   norm gains / alpha (the normed activations equal IN's), wo and w2 x alpha (each block adds
 //   alpha x IN's update), final gain / alpha^2 with a shared classifier (alpha x embedding) or
 //   / alpha with a separate one.
-// - Heads: kv head j -> j, query head j*g + i -> j*g' + i (same kv head). Within a head, IN's
+// - Heads: when g' >= g, kv head j -> j, query head j*g + i -> j*g' + i (same kv head). When
+//   g' < g (g a multiple of g'; e.g. a grouped-query IN such as stories260K, 8 query heads on 4
+//   kv heads, into the 110M shape's 12 on 12), c = g / g' copies of each kv head: kv head j ->
+//   j*c .. j*c + c - 1, query head j*g + i -> j*g + i, whose kv head (j*g + i) / g' = j*c + i / g'
+//   is a copy of j. Within a head, IN's
 //   dimension t -> (t / 2) * 2r + t % 2: IN's RoPE pair p becomes OUT's pair p*r, whose frequency
 //   10000^(-2pr / (hs r)) is IN's (bit for bit in float: both quotients round the same real).
 //   wq x sqrt(r) compensates the score scale 1 / sqrt(hs').
@@ -154,10 +158,11 @@ inline config reshaped_config(const config& in, const reshape_options& options) 
         "llama2c::reshape: n_heads = " + std::to_string(out.n_heads) +
         " is not a multiple of n_kv_heads = " + std::to_string(out.n_kv_heads));
   const std::size_t group = out.n_heads / out.n_kv_heads, in_group = in.n_heads / in.n_kv_heads;
-  if (group < in_group)
+  // A smaller group copies each kv head in_group / group times (see the header comment).
+  if (group < in_group && in_group % group != 0)
     throw std::invalid_argument(
         "llama2c::reshape: group size n_heads / n_kv_heads = " + std::to_string(group) +
-        " is smaller than IN's group size = " + std::to_string(in_group));
+        " is smaller than IN's group size = " + std::to_string(in_group) + " and does not divide it");
   constexpr std::size_t int32_max = 2147483647;
   for (std::size_t v :
        {out.dim, out.hidden_dim, out.n_layers, out.n_heads, out.n_kv_heads, out.seq_len})
@@ -183,15 +188,21 @@ inline tensor_source reshape_source(const weights& in, const config& out) {
   std::vector<std::ptrdiff_t> source_layer(out.n_layers, -1);
   for (std::size_t i = 0; i < c.n_layers; ++i)
     source_layer[reshaped_layer(i, c.n_layers, out.n_layers)] = static_cast<std::ptrdiff_t>(i);
-  // OUT's row of IN's row s of a query (group g -> g2) or kv (group 1 -> 1) projection.
-  const auto head_row = [=](std::size_t s, std::size_t in_group, std::size_t out_group) {
+  // Copies of each kv head in OUT: 1, or g / g2 when OUT's group is smaller than IN's.
+  const std::size_t copies = g2 < g ? g / g2 : 1;
+  // OUT's row of IN's row s of a query (group g -> max(g, g2)) or kv (group 1 -> 1, head j ->
+  // j * copies + copy) projection.
+  const auto head_row = [=](std::size_t s, std::size_t in_group, std::size_t out_group,
+                            std::size_t copy = 0) {
     const std::size_t head = s / hs, t = s % hs;
-    const std::size_t big_head = (head / in_group) * out_group + head % in_group;
+    const std::size_t big_head = (head / in_group) * out_group + head % in_group + copy;
     return big_head * hs2 + (t / 2) * 2 * r + t % 2;
   };
+  const std::size_t q_group = std::max(g, g2);
   const auto scaled = [](float v, double s) { return static_cast<float>(v * s); };
 
-  return [&in, c, d, h, D, Hd, g, g2, alpha, alpha2, q_scale, source_layer, head_row, scaled](
+  return [&in, c, d, h, D, Hd, g, q_group, copies, alpha, alpha2, q_scale, source_layer, head_row,
+          scaled](
              tensor_kind kind, std::size_t layer, std::span<float> o) {
     if (kind == tensor_kind::token_embedding || kind == tensor_kind::classifier) {
       const bool embedding = kind == tensor_kind::token_embedding;  // else IN's own classifier
@@ -222,17 +233,19 @@ inline tensor_source reshape_source(const weights& in, const config& out) {
       case tensor_kind::wq:
         for (std::size_t s = 0; s < d; ++s)
           for (std::size_t k = 0; k < d; ++k)
-            o[head_row(s, g, g2) * D + k] = scaled(w[s * d + k], q_scale);
+            o[head_row(s, g, q_group) * D + k] = scaled(w[s * d + k], q_scale);
         break;
       case tensor_kind::wk:
       case tensor_kind::wv:
-        for (std::size_t s = 0; s < c.kv_dim(); ++s)
-          for (std::size_t k = 0; k < d; ++k) o[head_row(s, 1, 1) * D + k] = w[s * d + k];
+        for (std::size_t copy = 0; copy < copies; ++copy)
+          for (std::size_t s = 0; s < c.kv_dim(); ++s)
+            for (std::size_t k = 0; k < d; ++k)
+              o[head_row(s, 1, copies, copy) * D + k] = w[s * d + k];
         break;
       case tensor_kind::wo:
         for (std::size_t i = 0; i < d; ++i)
           for (std::size_t s = 0; s < d; ++s)
-            o[i * D + head_row(s, g, g2)] = scaled(w[i * d + s], alpha);
+            o[i * D + head_row(s, g, q_group)] = scaled(w[i * d + s], alpha);
         break;
       case tensor_kind::w1:
       case tensor_kind::w3:
