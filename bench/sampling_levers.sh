@@ -7,6 +7,8 @@
 # the reference. Counts, not timings: the same on any machine, so it runs on aidreams260K itself
 # (the reshaped target computes the same function), four prompts x SEEDS seeds (default 10), 100
 # new tokens each. Prints a markdown table: median (range) per configuration.
+# Every row passes its drafter, -k or --tree, --temp, the seed and no truncation (--top-k 0
+# --top-p 1 --min-p 0) explicitly, whatever specdec-generate's defaults.
 # Needs jq and specdec-generate (B: its folder, default build/release/examples/llama2c).
 set -euo pipefail
 heads=${1:?usage: bench/sampling_levers.sh HEADS [DISTILLED_HEADS [NARROW_HEADS]]}
@@ -23,7 +25,7 @@ tpc() {
   for p in "${prompts[@]}"; do
     for ((s = 1; s <= seeds; ++s)); do
       "$B/specdec-generate" -m "$models/aidreams260K.bin" --tokenizer "$models/aidreams260K.tok512.bin" \
-        -p "$p" -n 100 -s "$s" --json "$@" | jq -r '.stats.tokens_per_target_call'
+        -p "$p" -n 100 -s "$s" --top-k 0 --top-p 1 --min-p 0 --json "$@" | jq -r '.stats.tokens_per_target_call'
     done
   done | sort -g | awk '{a[NR] = $1}
     END { m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
@@ -34,7 +36,7 @@ row() {  # row LABEL FLAGS...
   echo "| $label | \`$*\` | $(tpc "$@") |"
 }
 h="--draft heads:$heads"
-echo "| configuration | flags (besides -m, -p, -n 100, -s) | tokens per target call, median (range) |"
+echo "| configuration | flags (besides -m, -p, -n 100, -s, --top-k 0 --top-p 1 --min-p 0) | tokens per target call, median (range) |"
 echo "| --- | --- | --- |"
 row "greedy chain, K = 6 (the reference)" $h -k 6 --temp 0
 row "T = 1.0, chain K = 6, block verification (the default)" $h -k 6 --temp 1.0 --verification block
