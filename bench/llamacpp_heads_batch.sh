@@ -41,6 +41,11 @@ train=$B/examples/llama2c/specdec-train-heads
 for f in "$specdec" "$train" "$B/examples/llama2c/specdec-reshape"; do
   [[ -x $f ]] || { echo "llamacpp_heads_batch.sh: $f missing: build specdec-llama, specdec-train-heads and specdec-reshape" >&2; exit 1; }
 done
+# The speed policy asked for explicitly where specdec-llama takes -k auto (an older parser refuses
+# it with status 2 before loading anything, and runs the policy when no K is given).
+policy=()
+"$specdec" -m /nonexistent.gguf --draft ngram -k auto -p x >/dev/null 2>&1 && rc=0 || rc=$?
+[[ $rc == 2 ]] || policy=(-k auto)
 tests/llamacpp/make_gguf.sh "$M" "$G" "$B/examples/llama2c/specdec-reshape" \
   "$bin/llama-convert-llama2c-to-ggml" "$bin/llama-quantize" --big
 [[ -f $G/big.gguf ]] || { echo "llamacpp_heads_batch.sh: no models (../shared/models absent?)" >&2; exit 1; }
@@ -82,26 +87,30 @@ for round in $(seq 1 "$R"); do
     [[ $quant == q8_0 ]] && target=$G/big-q8_0.gguf
     for temp in 0 0.8; do
       config="heads $quant T=$temp"
-      common=(-m "$target" -t "$T" -n "$N" --temp "$temp" -s 1 -c 1024 -fa "$FA" --ignore-eos)
+      # Every flag the figures rely on, whatever specdec-llama's defaults: llama.cpp's sampling
+      # defaults (top-k 40, top-p 0.95, min-p 0.05), the seed, -fa, the drafter and K.
+      common=(-m "$target" -t "$T" -n "$N" --temp "$temp" --top-k 40 --top-p 0.95 --min-p 0.05 -s 1 -c 1024
+              -fa "$FA" --ignore-eos)
       for p in "${prompts[@]}"; do
         echo "round $round/$R: $config, prompt \"$p\"" >&2
         single "$config" plain "$specdec" "${common[@]}" -p "$p" --draft none
-        single "$config" eagle-policy "$specdec" "${common[@]}" -p "$p" --draft "heads:$G/eagle.heads"
+        single "$config" eagle-policy "$specdec" "${common[@]}" -p "$p" --draft "heads:$G/eagle.heads" "${policy[@]}"
         single "$config" eagle-K4 "$specdec" "${common[@]}" -p "$p" --draft "heads:$G/eagle.heads" \
           --spec-draft-n-max 4
         single "$config" eagle-tree "$specdec" "${common[@]}" -p "$p" --draft "heads:$G/eagle.heads" \
           --tree 2x2x1x1
         single "$config" medusa-K3 "$specdec" "${common[@]}" -p "$p" --draft "heads:$G/medusa.heads" \
           --spec-draft-n-max 3
-        single "$config" model-K4 "$specdec" "${common[@]}" -p "$p" -md "$G/big-draft.gguf" \
+        single "$config" model-K4 "$specdec" "${common[@]}" -p "$p" -md "$G/big-draft.gguf" --draft model \
           --spec-draft-n-max 4
       done
     done
     config="batch $quant greedy, ${#requests[@]} requests"
     echo "round $round/$R: $config" >&2
-    bcommon=(-m "$target" -t "$T" -n "$N" --temp 0 -fa "$FA" --ignore-eos -np "${#requests[@]}" -f "$out/requests.txt")
+    bcommon=(-m "$target" -t "$T" -n "$N" --temp 0 --top-k 40 --top-p 0.95 --min-p 0.05 -s 1 -fa "$FA" --ignore-eos
+             -np "${#requests[@]}" -f "$out/requests.txt")
     batch "$config" batch-plain "$specdec" "${bcommon[@]}" --draft none
-    batch "$config" batch-model-K4 "$specdec" "${bcommon[@]}" -md "$G/big-draft.gguf" --spec-draft-n-max 4
+    batch "$config" batch-model-K4 "$specdec" "${bcommon[@]}" -md "$G/big-draft.gguf" --draft model --spec-draft-n-max 4
   done
 done
 

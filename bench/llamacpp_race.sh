@@ -5,9 +5,14 @@
 # system; specdec-policy-fa-off adds specdec-llama at its own default (-fa off, rows independent
 # of the cache layout), which costs the attention kernel's difference (docs/llamacpp.md).
 #
-# Models (made here from ../shared/models by tests/llamacpp/make_gguf.sh --big, never committed):
-# aidreams260K reshaped to the 110M shape (specdec-reshape --shape 110M: the small model's
-# predictions at a 110M model's cost) as F32 and Q8_0, and its first 3 layers as the draft.
+# Models (made here from ../shared/models, never committed): MODEL (default aidreams260K; or
+# stories260K, TinyStories English) reshaped to the 110M shape (specdec-reshape --shape 110M: the
+# small model's predictions at a 110M model's cost) as F32 and Q8_0, and its first 3 layers as the
+# draft. aidreams260K's are tests/llamacpp/make_gguf.sh --big's, in BUILD_DIR/race-gguf;
+# stories260K's are bench/support/race_gguf.sh's, in BUILD_DIR/race-gguf-stories260K (context
+# length 512 written into the GGUF files, which needs the llama.cpp source's gguf-py: LLAMA_SRC,
+# default build/llama.cpp-src). Prompts: "The machine", "I dreamed of" (aidreams260K); "Once upon a
+# time", "The little dog" (stories260K).
 # Systems, each generating 100 tokens (end of text ignored) after each prompt:
 #   llama-plain        llama-completion (llama.cpp's plain decoding: the reference)
 #   llama-spec-K       llama-speculative-simple --spec-type draft-simple --spec-draft-n-max K (K = 1, 2, 3, 4, 6, 8)
@@ -16,18 +21,24 @@
 #   specdec-K          specdec-llama -md DRAFT --spec-draft-n-max K (K = 2, 4, 6)
 #   specdec-tree       specdec-llama -md DRAFT --tree 4x2x2x1 (44 nodes, one llama_decode per tree)
 #   specdec-ngram      specdec-llama --draft ngram (speed policy)
-# greedy and T = 0.8 (top-k 40, top-p 0.95, min-p 0.05: llama.cpp's defaults), F32 and Q8_0;
+# greedy and T = 0.8 (top-k 40, top-p 0.95, min-p 0.05: llama.cpp's defaults, passed to every
+# program explicitly, as are -n, -s 1, -c, -t, -fa, the drafter and K), F32 and Q8_0;
 # REPS rounds (default 3), each round running every system once per prompt in the same order,
 # so that drift of the machine hits every system alike. Decode speed only (prompt excluded), as
 # each program reports it: llama.cpp's "eval time" / "decoded ... speed", specdec's
 # stats.tokens_per_second. Prints, per configuration and system, the median tokens/s over rounds
 # and prompts with its range, and its ratio to llama-plain's median.
 #
-# Environment: HEADS=FILE (draft heads from specdec-train-heads on aidreams260K) adds
+# Environment: MODEL (aidreams260K or stories260K); HEADS=FILE (draft heads from
+# specdec-train-heads on MODEL) adds
 # specdec-heads-policy and specdec-heads-4 (--draft heads:FILE, no K and K = 4); QUANTS (default
 # "f32 q8_0") and TEMPS (default "0 0.8") narrow the configurations; SYSTEMS (a regex over the
 # system names, e.g. 'llama-plain|specdec-policy|specdec-ngram') runs only the rows it matches,
 # for more rounds of a few rows.
+#
+# Time (an estimate): a round of both temperatures took 2.6 minutes on Q8_0 in a smoke run on a
+# busy 2-core Xeon (stories260K); F32 about half as fast again: the default 3 rounds x F32 and
+# Q8_0 about 20 minutes, on either model.
 #
 # Do not run it while anything else runs on the machine (compiles included): the figures would
 # measure the neighbour. Needs the llamacpp preset's build plus
@@ -46,11 +57,26 @@ specdec=$B/examples/llamacpp/specdec-llama
 for f in "$bin/llama-completion" "$bin/llama-speculative-simple" "$specdec"; do
   [[ -x $f ]] || { echo "llamacpp_race.sh: $f missing: build the llamacpp preset and target specdec_llamacpp_race_tools" >&2; exit 1; }
 done
-tests/llamacpp/make_gguf.sh "$M" "$G" "$B/examples/llama2c/specdec-reshape" \
-  "$bin/llama-convert-llama2c-to-ggml" "$bin/llama-quantize" --big
+MODEL=${MODEL:-aidreams260K}
+case $MODEL in
+  aidreams260K)
+    tests/llamacpp/make_gguf.sh "$M" "$G" "$B/examples/llama2c/specdec-reshape" \
+      "$bin/llama-convert-llama2c-to-ggml" "$bin/llama-quantize" --big
+    prompts=("The machine" "I dreamed of") ;;
+  stories260K)
+    G=$B/race-gguf-stories260K
+    bench/support/race_gguf.sh stories260K "$M" "$G" "$B/examples/llama2c/specdec-reshape" \
+      "$bin/llama-convert-llama2c-to-ggml" "$bin/llama-quantize"
+    prompts=("Once upon a time" "The little dog") ;;
+  *) echo "llamacpp_race.sh: MODEL is aidreams260K or stories260K, not '$MODEL'" >&2; exit 2 ;;
+esac
 [[ -f $G/big.gguf ]] || { echo "llamacpp_race.sh: no models (../shared/models absent?)" >&2; exit 1; }
-
-prompts=("The machine" "I dreamed of")
+# specdec-llama's speed policy, asked for explicitly where the binary takes -k auto (a binary whose
+# parser predates it runs the policy when no K is given, its default with a drafter): parsing loads
+# nothing, so a refused flag exits 2 before the missing model's 1.
+policy=()
+"$specdec" -m /nonexistent.gguf -md /nonexistent.gguf --draft model -k auto -p x >/dev/null 2>&1 && rc=0 || rc=$?
+[[ $rc == 2 ]] || policy=(-k auto)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 results=$out/results.tsv
@@ -86,7 +112,7 @@ for round in $(seq 1 "$R"); do
     draft=$G/big-draft.gguf
     for temp in ${TEMPS:-0 0.8}; do
       config="$quant T=$temp"
-      common=(-t "$T" -n "$N" --temp "$temp" -s 1 -c 1024 -fa "$FA")
+      common=(-t "$T" -n "$N" --temp "$temp" --top-k 40 --top-p 0.95 --min-p 0.05 -s 1 -c 1024 -fa "$FA")
       for p in "${prompts[@]}"; do
         echo "round $round/$R: $config, prompt \"$p\"" >&2
         run "$config" llama-plain "$bin/llama-completion" -m "$target" -p "$p" "${common[@]}" --ignore-eos -no-cnv
@@ -98,18 +124,20 @@ for round in $(seq 1 "$R"); do
           run "$config" "llama-$type" "$bin/llama-speculative-simple" -m "$target" -p "$p" \
             "${common[@]}" --ignore-eos --spec-type "$type"
         done
-        run "$config" specdec-policy "$specdec" -m "$target" -md "$draft" -p "$p" "${common[@]}" --ignore-eos
-        [[ $FA == off ]] || run "$config" specdec-policy-fa-off "$specdec" -m "$target" -md "$draft" -p "$p" \
-          "${common[@]}" --ignore-eos -fa off
+        run "$config" specdec-policy "$specdec" -m "$target" -md "$draft" --draft model "${policy[@]}" -p "$p" \
+          "${common[@]}" --ignore-eos
+        [[ $FA == off ]] || run "$config" specdec-policy-fa-off "$specdec" -m "$target" -md "$draft" --draft model \
+          "${policy[@]}" -p "$p" "${common[@]}" --ignore-eos -fa off
         for k in 2 4 6; do
-          run "$config" "specdec-$k" "$specdec" -m "$target" -md "$draft" -p "$p" "${common[@]}" --ignore-eos \
-            --spec-draft-n-max "$k"
+          run "$config" "specdec-$k" "$specdec" -m "$target" -md "$draft" --draft model -p "$p" "${common[@]}" \
+            --ignore-eos --spec-draft-n-max "$k"
         done
-        run "$config" specdec-tree "$specdec" -m "$target" -md "$draft" -p "$p" "${common[@]}" --ignore-eos \
-          --tree 4x2x2x1
-        run "$config" specdec-ngram "$specdec" -m "$target" --draft ngram -p "$p" "${common[@]}" --ignore-eos
+        run "$config" specdec-tree "$specdec" -m "$target" -md "$draft" --draft model -p "$p" "${common[@]}" \
+          --ignore-eos --tree 4x2x2x1
+        run "$config" specdec-ngram "$specdec" -m "$target" --draft ngram "${policy[@]}" -p "$p" "${common[@]}" \
+          --ignore-eos
         if [[ -n ${HEADS:-} ]]; then
-          run "$config" specdec-heads-policy "$specdec" -m "$target" --draft "heads:$HEADS" -p "$p" \
+          run "$config" specdec-heads-policy "$specdec" -m "$target" --draft "heads:$HEADS" "${policy[@]}" -p "$p" \
             "${common[@]}" --ignore-eos
           run "$config" specdec-heads-4 "$specdec" -m "$target" --draft "heads:$HEADS" -p "$p" \
             "${common[@]}" --ignore-eos --spec-draft-n-max 4
@@ -119,7 +147,7 @@ for round in $(seq 1 "$R"); do
   done
 done
 
-echo "# llamacpp_race.sh: $N tokens, $T thread(s), -fa $FA, $R rounds x ${#prompts[@]} prompts; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
+echo "# llamacpp_race.sh: $MODEL, $N tokens, $T thread(s), -fa $FA, $R rounds x ${#prompts[@]} prompts; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
 python3 - "$results" "$out/curves.tsv" <<'EOF'
 import collections, json, math, statistics, sys
 rows = collections.defaultdict(list)

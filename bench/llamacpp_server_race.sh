@@ -5,10 +5,13 @@
 # under concurrent load, on the same GGUF models, threads (default 1), prompts and attention
 # kernel (-fa on for every server), in one run: the server counterpart of bench/llamacpp_race.sh.
 #
-# Models: the CLI race's (tests/llamacpp/make_gguf.sh --big, in $LLAMACPP_BUILD/race-gguf, default
-# build/llamacpp, made there from ../shared/models if absent, never committed; GGUF_DIR=DIR reads
-# them elsewhere): aidreams260K reshaped to the 110M shape as F32 and Q8_0, its first 3 layers as
-# the draft. Systems, every one a llama-server with -np 4 (4 slots), -c 2048 (512 a slot, which
+# Models: the CLI race's, for MODEL (default aidreams260K; or stories260K, TinyStories English):
+# aidreams260K's from tests/llamacpp/make_gguf.sh --big in $LLAMACPP_BUILD/race-gguf (default
+# build/llamacpp), stories260K's from bench/support/race_gguf.sh in
+# $LLAMACPP_BUILD/race-gguf-stories260K (context length 512; needs the llama.cpp source's gguf-py,
+# LLAMA_SRC, default build/llama.cpp-src), made there from ../shared/models if absent, never
+# committed; GGUF_DIR=DIR reads them elsewhere: MODEL reshaped to the 110M shape as F32 and Q8_0,
+# its first 3 layers as the draft. Systems, every one a llama-server with -np 4 (4 slots), -c 2048 (512 a slot, which
 # the server caps at the model's training context, 128: a prompt and 100 tokens fit), -t THREADS,
 # -fa on, --metrics, on 127.0.0.1 and a free port:
 #   stock-plain    STOCK_BIN, no draft (the reference)
@@ -28,10 +31,11 @@
 # coupled sampling (the same tokens at any K, not stock's).
 # Load (bench/support/server_load.py, run by /usr/bin/python3 for aiohttp): CLIENTS clients (each
 # of "1 4 8") send /completion requests back to back, stream off, until REQUESTS (default 16) have
-# completed; request i is prompt i mod 6 of a fixed list ("The machine", "I dreamed of", ...) with
-# seed i (SEEDS=request) or none (SEEDS=none, the default), 100 tokens, end of text ignored, temperature 0 or 0.8 with llama-server's defaults for
-# the rest (top-k 40, top-p 0.95, min-p 0.05), so every server serves the same requests. One
-# warm-up request (8 tokens) per server start, not measured.
+# completed; request i is prompt i mod 6 of a fixed list (aidreams260K: "The machine", "I dreamed
+# of", ...; stories260K: "Once upon a time", "Lily and Ben", ...) with seed i (SEEDS=request) or
+# none (SEEDS=none, the default), 100 tokens, end of text ignored, temperature 0 or 0.8 with top-k
+# 40, top-p 0.95, min-p 0.05 (llama-server's defaults, sent in every request), so every server
+# serves the same requests. One warm-up request (8 tokens) per server start, not measured.
 #
 # Each round starts every system's server for a quantization at once (idle servers take no CPU),
 # then runs each (temperature, clients) point on every server in turn, the order rotated by one
@@ -47,7 +51,7 @@
 # numbers (requests.tsv: one row per request; loads.tsv: one per load; summary.tsv: the tables),
 # each server's log and its /metrics at the end in OUT (default build/server-race/DATE-TIME).
 #
-# Environment: QUANTS (default "q8_0"; "f32 q8_0" for both), TEMPS (default "0 0.8"), CLIENTS
+# Environment: MODEL (aidreams260K or stories260K), QUANTS (default "q8_0"; "f32 q8_0" for both), TEMPS (default "0 0.8"), CLIENTS
 # (default "1 4 8"), STOCK_KS, SPECDEC_KS, SEEDS (request or none), ROUNDS, SYSTEMS (a regex over
 # the system names, e.g. 'stock-plain|stock-spec-4|specdec-spec'), OUT, GGUF_DIR.
 # Time: under a second per server start, then REQUESTS x 100 tokens per load. The default run
@@ -57,6 +61,17 @@
 # adds as much again; F32 (QUANTS="f32 q8_0") about twice as much (half Q8_0's speed).
 #
 # The run on docs/results.md (QUANTS="f32 q8_0" STOCK_KS="1 2 4" ROUNDS=2, 7 systems) took 52 minutes.
+#
+# stories260K, reduced to about 15 minutes (an estimate: a smoke run on a busy 2-core Xeon served
+# stories260K's Q8_0 at 85 tokens/s a single stream and 150 with 4 clients, its K = 2 drafts at
+# 50 and 100, the 3-layer draft keeping 10-15% of them; F32 taken as half Q8_0's speed, as on
+# aidreams260K; 16 requests of 100 tokens a load: Q8_0 about 5 minutes, F32 about 9):
+#   MODEL=stories260K QUANTS="f32 q8_0" CLIENTS="1 4" STOCK_KS="1 2" ROUNDS=1 \
+#     SYSTEMS='stock-plain|stock-spec-[0-9]+|specdec-policy' \
+#     bench/llamacpp_server_race.sh PATCHED_BIN STOCK_BIN
+# one round; 1 and 4 clients (8 dropped: -np 4 serves 4 at a time, 8 adds queueing); stock at
+# K = 1 and 2 (4 dropped: on stories260K's draft the shorter drafts do better) and without a
+# draft, specdec's policy (specdec-plain and specdec-spec-4 dropped); 2 temperatures: 32 loads.
 #
 # Do not run it while anything else runs on the machine (compiles included): the figures would
 # measure the neighbour.
@@ -85,11 +100,21 @@ cd "$(dirname "$0")/.."
   { echo "llamacpp_server_race.sh: $py has no aiohttp (apt-get install python3-aiohttp)" >&2; exit 1; }
 
 B=${LLAMACPP_BUILD:-build/llamacpp}
-G=${GGUF_DIR:-$B/race-gguf}
+MODEL=${MODEL:-aidreams260K}
+case $MODEL in
+  aidreams260K) G=${GGUF_DIR:-$B/race-gguf} prompts=default ;;
+  stories260K) G=${GGUF_DIR:-$B/race-gguf-stories260K} prompts=stories ;;
+  *) echo "llamacpp_server_race.sh: MODEL is aidreams260K or stories260K, not '$MODEL'" >&2; exit 2 ;;
+esac
 if [[ ! -f $G/big.gguf || ! -f $G/big-q8_0.gguf || ! -f $G/big-draft.gguf ]]; then
   [[ -z ${GGUF_DIR:-} ]] || { echo "llamacpp_server_race.sh: no big*.gguf in GGUF_DIR=$G" >&2; exit 1; }
-  tests/llamacpp/make_gguf.sh "${SPECDEC_MODELS_DIR:-../shared/models}" "$G" "$B/examples/llama2c/specdec-reshape" \
-    "$B/bin/llama-convert-llama2c-to-ggml" "$B/bin/llama-quantize" --big
+  if [[ $MODEL == aidreams260K ]]; then
+    tests/llamacpp/make_gguf.sh "${SPECDEC_MODELS_DIR:-../shared/models}" "$G" "$B/examples/llama2c/specdec-reshape" \
+      "$B/bin/llama-convert-llama2c-to-ggml" "$B/bin/llama-quantize" --big
+  else
+    bench/support/race_gguf.sh "$MODEL" "${SPECDEC_MODELS_DIR:-../shared/models}" "$G" \
+      "$B/examples/llama2c/specdec-reshape" "$B/bin/llama-convert-llama2c-to-ggml" "$B/bin/llama-quantize"
+  fi
   [[ -f $G/big-draft.gguf ]] || { echo "llamacpp_server_race.sh: no models (../shared/models absent?)" >&2; exit 1; }
 fi
 draft=$G/big-draft.gguf
@@ -162,7 +187,7 @@ start() {  # system binary target extra-flags: starts it, waits for /health and 
   curl -sf "http://127.0.0.1:$p/health" >/dev/null 2>&1 ||
     { echo "llamacpp_server_race.sh: $s not healthy after 120 s (log: $log)" >&2
       kill -9 "${pid[$s]}"; wait "${pid[$s]}" 2>/dev/null; unset "pid[$s]" "port[$s]"; return 1; }
-  "$py" bench/support/server_load.py "http://127.0.0.1:$p" 1 1 0 --n-predict 8 >/dev/null ||
+  "$py" bench/support/server_load.py "http://127.0.0.1:$p" 1 1 0 --n-predict 8 --prompts "$prompts" >/dev/null ||
     echo "llamacpp_server_race.sh: $s: the warm-up request failed (log: $log)" >&2
 }
 
@@ -183,7 +208,7 @@ for round in $(seq 1 "$R"); do
           echo "round $round/$R: $quant T=$temp, $clients client(s): $s" >&2
           key=$(printf '%s\t%s\t%s\t%s\t%s' "$round" "$quant" "$temp" "$clients" "$s")
           "$py" bench/support/server_load.py "http://127.0.0.1:${port[$s]}" "$clients" "$REQ" "$temp" \
-            --n-predict "$N" --tag "$key" --seeds "$SEEDS" >"$out/last.tsv" &
+            --n-predict "$N" --tag "$key" --seeds "$SEEDS" --prompts "$prompts" >"$out/last.tsv" &
           loader=$!  # in the background, so that a signal stops the run at once
           wait "$loader" || echo "llamacpp_server_race.sh: $s: every request failed (log: $out/logs/$s.$tag.log)" >&2
           loader=
@@ -203,7 +228,7 @@ for log in "$out"/logs/*.log; do  # what the servers said went wrong
   [[ $e == 0 ]] || echo "llamacpp_server_race.sh: $e line(s) of error or failure in $log" >&2
 done
 
-echo "# llamacpp_server_race.sh: $N tokens a request, $REQ requests a load, seeds: $SEEDS, $T thread(s), -fa on, -np 4, $R round(s); specdec-spec K ${SPECDEC_KS-4}; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
+echo "# llamacpp_server_race.sh: $MODEL, $N tokens a request, $REQ requests a load, seeds: $SEEDS, $T thread(s), -fa on, -np 4, $R round(s); specdec-spec K ${SPECDEC_KS-4}; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
 "$py" - "$out" "$SEEDS" <<'EOF'
 import collections, csv, math, statistics, sys
 out, seeds = sys.argv[1:3]

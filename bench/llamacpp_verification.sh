@@ -42,7 +42,8 @@ for quant in ${QUANTS:-f32 q8_0}; do
         for ((s = 1; s <= S; ++s)); do
           echo "$quant K=$k $rule: \"$p\" seed $s" >&2
           out=$(LD_LIBRARY_PATH=$bin:${LD_LIBRARY_PATH:-} "$specdec" -m "$target" -md "$G/big-draft.gguf" \
-                  -p "$p" -n "$N" --temp "$temp" -s "$s" -t "$T" -c 1024 -fa on --ignore-eos \
+                  --draft model -p "$p" -n "$N" --temp "$temp" --top-k 40 --top-p 0.95 --min-p 0.05 \
+                  -s "$s" -t "$T" -c 1024 -fa on --ignore-eos \
                   --spec-draft-n-max "$k" --verification "$rule" --compare-plain 2>/dev/null)
           # "generated 100 tokens in 1.2 s (83.1 tokens/s), 40 target calls, 2.50 tokens per target call"
           read -r g c < <(sed -n 's/^generated \([0-9]*\) tokens .*, \([0-9]*\) target calls,.*/\1 \2/p' <<<"$out")

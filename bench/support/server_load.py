@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 # bench/support/server_load.py URL CLIENTS REQUESTS TEMP [--n-predict N] [--tag TEXT]
-#   [--seeds request|none] - the load of bench/llamacpp_server_race.sh: CLIENTS clients, each
+#   [--seeds request|none] [--prompts default|stories] - the load of bench/llamacpp_server_race.sh: CLIENTS clients, each
 # sending /completion requests back to back (stream off) until REQUESTS requests have completed in
 # all. Request i (0-based, handed out in order to whichever client is free) is prompt
-# PROMPTS[i % len(PROMPTS)] with seed i (--seeds none: no seed, the server draws one), N tokens
-# (default 100) with end of text ignored, at temperature TEMP and llama-server's defaults for the
-# rest (top-k 40, top-p 0.95, min-p 0.05), so two servers serve the same requests.
+# PROMPTS[i % len(PROMPTS)] (of the --prompts list) with seed i (--seeds none: no seed, the server draws one), N tokens
+# (default 100) with end of text ignored, at temperature TEMP with top-k 40, top-p 0.95 and
+# min-p 0.05 (llama-server's defaults, sent explicitly), so two servers serve the same requests.
 #
 # Prints one line per request on stdout, tab-separated, after TAG (default empty):
 #   request seed prompt status latency_s predicted_n predicted_per_second draft_n draft_n_accepted sha1
@@ -21,14 +21,26 @@ import time
 
 import aiohttp
 
-PROMPTS = [
-    "The machine",
-    "I dreamed of",
-    "Once upon a time",
-    "The old house",
-    "She opened the door",
-    "In the morning",
-]
+PROMPT_SETS = {
+    # The default (aidreams260K's race), as before.
+    "default": [
+        "The machine",
+        "I dreamed of",
+        "Once upon a time",
+        "The old house",
+        "She opened the door",
+        "In the morning",
+    ],
+    # stories260K (TinyStories English).
+    "stories": [
+        "Once upon a time",
+        "Lily and Ben",
+        "The little dog",
+        "One day",
+        "Tom had a red ball",
+        "The sun was shining",
+    ],
+}
 
 
 async def main():
@@ -42,7 +54,10 @@ async def main():
     ap.add_argument("--seeds", choices=["request", "none"], default="request",
                     help="request: seed i for request i; none: no seed (the server draws one)")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--prompts", choices=sorted(PROMPT_SETS), default="default",
+                    help="the prompt list: default, or stories (stories260K's race)")
     a = ap.parse_args()
+    PROMPTS = PROMPT_SETS[a.prompts]
 
     next_request = 0
     rows = []
@@ -58,6 +73,10 @@ async def main():
                 "n_predict": a.n_predict,
                 "ignore_eos": True,
                 "temperature": a.temp,
+                # llama-server's defaults, sent so that the load means the same whatever they are.
+                "top_k": 40,
+                "top_p": 0.95,
+                "min_p": 0.05,
                 "stream": False,
             }
             if a.seeds == "request":
