@@ -68,23 +68,29 @@ struct decode_stats {
                : 0.0;
   }
 
-  /// A multi-line human-readable report.
+  /// A multi-line human-readable report. The seconds beside tokens/s are the same seconds
+  /// (decoding, prompt excluded); the prompt's are printed apart. Acceptance by draft position
+  /// prints the rate with its counts (accepted/drafted), "-" where nothing was drafted.
   std::string summary() const {
     std::string s;
     char line[256];
     std::snprintf(line, sizeof line,
-                  "generated %zu tokens in %.3f s (%.1f tokens/s), %zu target calls, "
-                  "%.2f tokens per target call\n",
-                  generated_tokens, total_seconds, tokens_per_second(), target_calls,
-                  tokens_per_target_call());
+                  "generated %zu tokens in %.3f s (%.1f tokens/s), prompt %.3f s, %zu target "
+                  "calls, %.2f tokens per target call\n",
+                  generated_tokens, total_seconds - prefill_seconds, tokens_per_second(),
+                  prefill_seconds, target_calls, tokens_per_target_call());
     s += line;
     std::snprintf(line, sizeof line, "drafted %zu, accepted %zu, acceptance rate %.3f\n",
                   drafted_tokens, accepted_tokens, acceptance_rate());
     s += line;
     if (!drafted_at.empty()) {
-      s += "acceptance by draft position:";
+      s += "acceptance by draft position (accepted/drafted):";
       for (std::size_t i = 0; i < drafted_at.size(); ++i) {
-        std::snprintf(line, sizeof line, " %.2f", acceptance_at(i));
+        if (drafted_at[i] == 0)
+          std::snprintf(line, sizeof line, " -");
+        else
+          std::snprintf(line, sizeof line, " %.2f (%zu/%zu)", acceptance_at(i),
+                        i < accepted_at.size() ? accepted_at[i] : 0, drafted_at[i]);
         s += line;
       }
       s += "\n";

@@ -7,14 +7,17 @@
 //   specdec-generate -p "I dreamed" -n 64 --draft layers:2 -k 4 --temp 0
 //   specdec-generate -m big.bin -md draft.bin --draft-max 5 --json | jq .stats.tokens_per_second
 //
-// Flags are parsed by llama2c/cli/cli.hpp (CLI11; --help lists them). Exit status: 0 on success; 2 for
-// a bad flag or value (checked before anything is loaded); 1 when a file cannot be read or the
-// model or decoder refuses a value (see docs/llama2c.md for the reference).
+// Flags are parsed by llama2c/cli/cli.hpp on the layer specdec-llama shares
+// (common/cli/shared_flags.hpp; --help lists them; defaults are llama.cpp's: sampled at 0.8, a
+// random seed that the output prints, no drafter unless asked for). Exit status: 0 on success; 2
+// for a bad flag or value (checked before anything is loaded); 1 when a file cannot be read or
+// the model or decoder refuses a value (see docs/command-line.md).
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "llama2c/cli/cli.hpp"
+#include "llama2c/cli/find_tokenizer.hpp"
 #include "llama2c/engine/heads_file.hpp"
 #include "llama2c/engine/model.hpp"
 #include "llama2c/cli/report.hpp"
@@ -154,6 +158,7 @@ int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, T
     if (context_full) std::fprintf(stderr, "specdec-generate: %s\n", full_note.c_str());
   } else if (!c.json) {
     std::printf("\n\n%s", r.stats.summary().c_str());
+    std::printf("%s\n", l2::sampling_line(c).c_str());
     if (c.draft == l2::draft_kind::heads && !r.stats.drafted_at.empty())
       std::printf("(draft position k: Medusa head k, or the EAGLE-style predictor's step k; in a "
                   "tree, depth k)\n");
@@ -334,7 +339,17 @@ int main(int argc, char** argv) {
     std::fputs(c.help.c_str(), stdout);
     return 0;
   }
+  if (c.n_gpu_layers)
+    std::fprintf(stderr,
+                 "specdec-generate: -ngl %lld: this engine runs on the CPU only; nothing to "
+                 "offload\n",
+                 *c.n_gpu_layers);
+  specdec::cli::shared_flags::draw_seed(c);  // unless -s: printed, so the run can be repeated
   try {
+    // Beside the model; a missing model is reported by the loader instead.
+    std::error_code ec;
+    if (c.tokenizer.empty() && std::filesystem::is_regular_file(c.model, ec))
+      c.tokenizer = l2::find_tokenizer(c.model);
     return generate(c);
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr,
