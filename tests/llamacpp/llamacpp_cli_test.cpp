@@ -1,6 +1,7 @@
 // tests/llamacpp/llamacpp_cli_test.cpp - specdec-llama's command line (llamacpp/cli/llama_cli.hpp):
 // the tree flag's bounds (a sequence per leaf, at most llama.cpp's 256), --grammar-file and
-// --grammar, -fa, --draft heads:FILE, -np, --verification.
+// --grammar, -fa, --draft heads:FILE, -np, --verification; llama.cpp's defaults (shared with
+// specdec-generate, common/cli/shared_flags.hpp), -ngl, --spec-type.
 // Parsing loads nothing, so this runs without the GGUF models.
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
@@ -35,13 +36,14 @@ TEST_CASE("specdec-llama cli: --grammar-file names a GBNF file, --grammar gives 
       "--grammar and --grammar-file: give one of them, not both");
 }
 
-TEST_CASE("specdec-llama cli: -fa takes llama.cpp's on | off | auto, off by default") {
-  CHECK(parse_llama_cli({"-m", "t.gguf"}).flash_attn == flash_attention::off);
+TEST_CASE("specdec-llama cli: -fa takes llama.cpp's on | off | auto, auto by default") {
+  CHECK(parse_llama_cli({"-m", "t.gguf"}).flash_attn == flash_attention::automatic);
+  CHECK(parse_llama_cli({"-m", "t.gguf", "-fa", "off"}).flash_attn == flash_attention::off);
   CHECK(parse_llama_cli({"-m", "t.gguf", "-fa", "on"}).flash_attn == flash_attention::on);
   CHECK(parse_llama_cli({"-m", "t.gguf", "--flash-attn", "auto"}).flash_attn ==
         flash_attention::automatic);
   REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "-fa", "yes"}),
-                      "-fa: 'yes' is not on, off or auto");
+                      "-fa 'yes': is not on, off or auto");
 }
 
 TEST_CASE("specdec-llama cli: --draft heads:FILE names a heads file") {
@@ -49,9 +51,9 @@ TEST_CASE("specdec-llama cli: --draft heads:FILE names a heads file") {
   CHECK(c.draft == llama_draft::heads);
   CHECK(c.heads_file == "eagle.heads");
   REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "--draft", "heads:"}),
-                      "--draft heads:FILE: the path is empty");
+                      "--draft 'heads:': the path in heads:FILE is empty");
   REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "--draft", "medusa"}),
-                      "--draft: 'medusa' is not none, model, ngram or heads:FILE");
+                      "--draft 'medusa': is not none, model, ngram or heads:FILE");
 }
 
 TEST_CASE("specdec-llama cli: -np N serves N requests, chains without heads or grammars") {
@@ -96,5 +98,48 @@ TEST_CASE("specdec-llama cli: --verification token | block | coupled | sample-ma
                          "coupled"})
             .tree.size() == 2);
   REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "--verification", "gumbel"}),
-                      "--verification: 'gumbel' is not token, block, coupled or sample-match");
+                      "--verification 'gumbel': is not token, block, coupled or sample-match");
+}
+
+TEST_CASE("specdec-llama cli: llama.cpp's defaults, the same as specdec-generate's") {
+  const auto c = parse_llama_cli({"-m", "t.gguf"});
+  CHECK(c.sampling.temperature == 0.8f);
+  CHECK(c.sampling.top_k == 40);
+  CHECK(c.sampling.top_p == 0.95f);
+  CHECK(c.sampling.min_p == 0.05f);
+  CHECK_FALSE(c.seed_given);  // drawn by the program, printed with the statistics
+  CHECK(c.n_predict == specdec::cli::unlimited);  // -n -1
+  CHECK(c.draft == llama_draft::none);
+  CHECK_FALSE(c.k);
+  CHECK_FALSE(c.n_gpu_layers);  // llama.cpp's own default
+  CHECK(parse_llama_cli({"-m", "t.gguf", "-s", "5"}).seed_given);
+  // A drafter: K from the speed policy unless -k; a --tree is a fixed shape.
+  CHECK_FALSE(parse_llama_cli({"-m", "t.gguf", "-md", "d.gguf"}).k);
+  CHECK(parse_llama_cli({"-m", "t.gguf", "-md", "d.gguf"}).k_auto);
+  CHECK(*parse_llama_cli({"-m", "t.gguf", "-md", "d.gguf", "--draft-max", "6"}).k == 6);
+  CHECK(*parse_llama_cli({"-m", "t.gguf", "-md", "d.gguf", "--tree", "2x2"}).k == 4);
+  CHECK_FALSE(parse_llama_cli({"-m", "t.gguf", "-md", "d.gguf", "-k", "auto"}).k);
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "--spec-draft-n-max", "4"}),
+                      "--spec-draft-n-max '4': needs a drafter (--draft, -md or --spec-type): "
+                      "without one nothing is drafted");
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-p", "x"}), "-m: the target model is required");
+}
+
+TEST_CASE("specdec-llama cli: -ngl reaches llama.cpp's model parameters; --spec-type") {
+  CHECK(*parse_llama_cli({"-m", "t.gguf", "-ngl", "99"}).n_gpu_layers == 99);
+  CHECK(*parse_llama_cli({"-m", "t.gguf", "--n-gpu-layers", "all"}).n_gpu_layers == -2);
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "-ngl", "x"}),
+                      "-ngl 'x': is not a whole number, auto or all");
+  CHECK(parse_llama_cli({"-m", "t.gguf", "--spec-type", "ngram-simple"}).draft ==
+        llama_draft::ngram);
+  CHECK(parse_llama_cli({"-m", "t.gguf", "--spec-type", "none", "-md", "d.gguf"}).draft ==
+        llama_draft::none);
+  CHECK(parse_llama_cli({"-m", "t.gguf", "--spec-type", "draft-simple", "-md", "d.gguf"}).draft ==
+        llama_draft::model);
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "--spec-type", "draft-simple"}),
+                      "--spec-type 'draft-simple': needs a draft model (-md PATH)");
+  const std::string help = parse_llama_cli({"--help"}).help;
+  for (const char* name : {"--spec-type", "--n-gpu-layers", "-ngl", "--flash-attn", "-fa",
+                           "--draft-max", "--temp", "--seed", "-md"})
+    CHECK_THAT(help, Catch::Contains(name));
 }

@@ -135,7 +135,7 @@ TEST_CASE("specdec-llama --draft heads:FILE: identical greedy output, mismatched
     INFO(heads);
     const auto [status, out] =
         run(bin + " -m " + model + " --draft heads:" + heads_path(heads).string() +
-            " -p 'I dreamed' -n 60 --temp 0 -t 1 --spec-draft-n-max 4 --compare-plain");
+            " -p 'I dreamed' -n 60 --temp 0 -t 1 -fa off --spec-draft-n-max 4 --compare-plain");
     INFO(out);
     CHECK(status == 0);
     CHECK(out.find("identical output: yes") != std::string::npos);
@@ -143,7 +143,7 @@ TEST_CASE("specdec-llama --draft heads:FILE: identical greedy output, mismatched
   {
     const auto [status, out] =
         run(bin + " -m " + model + " --draft heads:" + heads_path("eagle.heads").string() +
-            " -p 'I dreamed' -n 30 --temp 0.8 -s 3 --tree 2x2x1 --json");
+            " -p 'I dreamed' -n 30 --temp 0.8 -s 3 -fa off --tree 2x2x1 --json");
     INFO(out);
     CHECK(status == 0);
     CHECK(out.find("\"draft\": \"heads\"") != std::string::npos);

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
+#include <optional>
 #include <string>
 
 namespace specdec::llamacpp {
@@ -43,14 +44,16 @@ inline void set_llama_log_level(bool silent) {
 class gguf_model {
  public:
   /// Throws std::invalid_argument when `path` is not a readable file, llama_error when llama.cpp
-  /// cannot load it.
-  explicit gguf_model(const std::string& path) : path_(path) {
+  /// cannot load it. `n_gpu_layers` goes to llama_model_params (0: every layer on the CPU;
+  /// nullopt: llama.cpp's default).
+  explicit gguf_model(const std::string& path, std::optional<int> n_gpu_layers = 0)
+      : path_(path) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec))
       throw std::invalid_argument("model file '" + path + "' does not exist or is not a file");
     llama_backend_init();
     llama_model_params p = llama_model_default_params();
-    p.n_gpu_layers = 0;
+    if (n_gpu_layers) p.n_gpu_layers = *n_gpu_layers;
     model_.reset(llama_model_load_from_file(path.c_str(), p));
     if (!model_)
       throw llama_error("llama_model_load_from_file failed for '" + path +

@@ -1,14 +1,11 @@
 // llamacpp/cli/llama_cli.hpp - specdec-llama's command line: argv in, checked llama_cli_options out.
-// llama.cpp's spellings where llama.cpp has the flag (-m, -md / --spec-draft-model,
-// --spec-draft-n-max, --spec-draft-n-min, --spec-draft-p-min, -p, -f, -n, -c, -t, --temp,
-// --top-k, --top-p, --min-p, -s, -fa, --ignore-eos, --grammar, --grammar-file), specdec's own for
-// the rest (--draft, --tree,
-// --verification, --json, --compare-plain; --draft heads:FILE as specdec-generate's; -np N
-// serves N requests in one context with specdec::batch_decoder, llama.cpp's --parallel).
-// Parsing loads nothing; tests may call it freely.
+// The flags specdec-generate shares (-p -f -n -c -t -ngl, sampling, -md, --spec-type, -k,
+// --draft-min, --draft-p-min, --tree, --verification, --json, --compare-plain) come from
+// common/cli/shared_flags.hpp with llama.cpp's spellings and defaults; this parser adds -m, -fa,
+// --grammar, --grammar-file, --ignore-eos and -np (N requests in one context with
+// specdec::batch_decoder, llama.cpp's --parallel), and reads --draft (none | model | ngram |
+// heads:FILE). Parsing loads nothing; tests may call it freely.
 #pragma once
-
-#include <CLI/CLI.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -22,48 +19,40 @@
 #include <specdec/math/sampling_params.hpp>
 #include <specdec/tree/tree_shape.hpp>
 
+#include "common/cli/flag_parser.hpp"
+#include "common/cli/shared_flags.hpp"
+
 namespace specdec::llamacpp {
 
-/// A bad flag or value; the message names the flag. specdec-llama prints it and exits with 2.
-struct usage_error : std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
-};
+/// A bad flag or value (the shared layer's type); the message names the flag. specdec-llama
+/// prints it and exits with 2.
+using usage_error = specdec::cli::usage_error;
 
 /// Who drafts: nobody (plain decoding), a GGUF draft model (-md), n-gram prompt lookup, or draft
 /// heads (Medusa or EAGLE-style, a specdec-train-heads file) on the target's hidden rows.
 enum class llama_draft { none, model, ngram, heads };
 
-/// llama.cpp's flash attention for both contexts (-fa). specdec-llama's default is off: with it
-/// on, a row's logits depend slightly on where its cells lie in the KV cache (docs/llamacpp.md).
+/// llama.cpp's flash attention for both contexts (-fa), `automatic` by default as in llama.cpp.
+/// With it on, a row's logits depend slightly on where its cells lie in the KV cache
+/// (docs/command-line.md).
 enum class flash_attention { off, on, automatic };
 
-/// What specdec-llama was asked to do.
-struct llama_cli_options {
-  std::string model;        ///< -m: the target GGUF
-  std::string draft_model;  ///< -md: the draft GGUF
+/// What specdec-llama was asked to do. The flags specdec-generate shares (the request, sampling,
+/// -md, -k, --tree, --verification, -ngl, ...) are the base's fields, with llama.cpp's defaults.
+struct llama_cli_options : specdec::cli::shared_options {
+  std::string model;  ///< -m: the target GGUF
   llama_draft draft = llama_draft::none;
-  std::string heads_file;   ///< FILE of --draft heads:FILE
-  std::string prompt;       ///< -p (or the contents of -f)
-  std::string prompt_file;  ///< -f
-  std::size_t n_predict = 128;
-  std::size_t ctx_size = 0;  ///< -c; 0 = the model's trained context
-  std::size_t threads = 0;   ///< -t; 0 = llama.cpp's default
-  flash_attention flash_attn = flash_attention::off;  ///< -fa on|off|auto
-  specdec::sampling_params sampling{.temperature = 0.8f, .top_k = 40, .top_p = 0.95f,
-                                    .min_p = 0.05f};
-  std::optional<std::size_t> k;  ///< --spec-draft-n-max; none = the cost-aware policy decides
-  std::size_t draft_min = 0;     ///< --spec-draft-n-min: shorter drafts are not verified
-  float draft_p_min = 0.0f;      ///< --spec-draft-p-min
-  std::vector<std::size_t> tree;  ///< --tree 2x2x1; empty = chains
-  specdec::chain_verification verification = specdec::chain_verification::token;
+  std::string heads_file;  ///< FILE of --draft heads:FILE
+  flash_attention flash_attn = flash_attention::automatic;  ///< -fa on|off|auto
+  /// Draft tokens per target call: -k N; none = the speed policy plans every step (-k auto, or
+  /// a drafter without -k or --tree; with --tree, K is the tree's depth).
+  std::optional<std::size_t> k;
   std::string grammar_file;  ///< --grammar-file: a GBNF file
   std::string grammar;       ///< --grammar: GBNF text (llama.cpp's spelling); one of the two
-  bool ignore_eos = false;  ///< --ignore-eos: end-of-generation tokens do not stop it
+  bool ignore_eos = false;   ///< --ignore-eos: end-of-generation tokens do not stop it
   /// -np / --parallel N: N requests decoded together (batch_model + batch_decoder), the prompts
   /// the lines of -f (cycled) or -p N times, request i seeded with -s + i; 0 = one request.
   std::size_t parallel = 0;
-  bool json = false;
-  bool compare_plain = false;
   std::string help;  ///< non-empty: print it, exit 0
 };
 
@@ -80,131 +69,112 @@ inline std::size_t tree_leaves(std::span<const std::size_t> branching) noexcept 
   return leaves;
 }
 
-/// Parses argv (without the program name). Throws usage_error naming the flag.
+/// Parses argv (without the program name). Throws usage_error naming the flag. Loads nothing;
+/// the seed is not drawn here (shared_flags::draw_seed).
 inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
   llama_cli_options c;
-  CLI::App app{"specdec-llama: speculative decoding (specdec) on llama.cpp GGUF models"};
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  // llama.cpp's -md and -fa are two-letter short names, which CLI11 (like getopt) cannot declare.
-  for (auto& a : args) {
-    if (a == "-md") a = "--spec-draft-model";
-    if (a == "-fa") a = "--flash-attn";
-    if (a == "-np") a = "--parallel";
-  }
-  std::string draft = "auto", tree, verification = "token", fa = "off";
-  std::size_t k = 0, n_predict = c.n_predict;
-  long long n_signed = 0;
-  std::uint64_t seed = 0;
-  app.add_option("-m,--model", c.model, "target model (GGUF)")->required();
-  app.add_option("--spec-draft-model,--model-draft", c.draft_model,
-                 "draft model (GGUF, the target's vocabulary); also -md");
-  app.add_option("--draft", draft,
-                 "who drafts: none | model | ngram | heads:FILE (draft heads from "
-                 "specdec-train-heads) (default: model with -md, else none)");
-  app.add_option("-p,--prompt", c.prompt, "prompt text");
-  app.add_option("-f,--file", c.prompt_file, "read the prompt from this file");
-  app.add_option("-n,--n-predict", n_signed, "tokens to generate (-1: until end of text or a "
-                                             "full context)")->default_val(128);
-  app.add_option("-c,--ctx-size", c.ctx_size, "context size (0: the model's)");
-  app.add_option("-t,--threads", c.threads, "threads (0: llama.cpp's default)");
-  app.add_option("--flash-attn", fa, "flash attention: on | off | auto (llama.cpp's default is "
-                                   "auto; off keeps a row independent of cache layout); also -fa");
-  app.add_option("--temp", c.sampling.temperature, "temperature (0: greedy)")->default_val(0.8f);
-  app.add_option("--top-k", c.sampling.top_k, "top-k (0: off)")->default_val(40);
-  app.add_option("--top-p", c.sampling.top_p, "top-p (1: off)")->default_val(0.95f);
-  app.add_option("--min-p", c.sampling.min_p, "min-p (0: off)")->default_val(0.05f);
-  app.add_option("-s,--seed", seed, "random seed")->default_val(0);
-  auto* kopt = app.add_option("--spec-draft-n-max,--draft-max", k,
-                              "draft tokens per target call (none: chosen from the measured cost, "
-                              "the speed policy)");
-  app.add_option("--spec-draft-n-min,--draft-min", c.draft_min,
-                 "drafts shorter than this are not verified");
-  app.add_option("--spec-draft-p-min,--draft-p-min", c.draft_p_min,
-                 "a draft model stops below this top probability");
-  app.add_option("--tree", tree, "a token tree per step, branching per level (e.g. 2x2x1); a fixed "
-                                 "shape (the speed policy is off)");
-  app.add_option("--verification", verification,
-                 "token | block (chains) | coupled (the same tokens as plain decoding with the "
-                 "same seed) | sample-match (llama.cpp's rule, greedy drafts)");
-  app.add_option("--grammar-file", c.grammar_file, "GBNF grammar file");
-  app.add_option("--grammar", c.grammar, "GBNF grammar text");
-  app.add_flag("--ignore-eos", c.ignore_eos, "do not stop at end-of-generation tokens");
-  app.add_option("--parallel", c.parallel,
-                 "serve N requests together in one context (one llama_decode per step for all), "
-                 "each with -c / N of its cells: the lines of -f, or -p N times; also -np");
-  app.add_flag("--json", c.json, "one JSON object on stdout at the end");
-  app.add_flag("--compare-plain", c.compare_plain, "also time plain decoding, print the speed-up");
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    c.help = app.help();
+  auto words = specdec::cli::shared_short_words();
+  words.insert(words.end(), {{"-fa", "--flash-attn"}, {"-np", "--parallel"}});
+  specdec::cli::flag_parser p("specdec-llama",
+                              "specdec-llama: speculative decoding (specdec) on llama.cpp GGUF "
+                              "models",
+                              std::move(words));
+  p.app().footer(
+      "Spellings and defaults of llama.cpp; a later flag wins over an earlier one. No drafter "
+      "runs unless one is asked for.\nExit status: 0 done; 2 bad flag or value; 1 a file cannot "
+      "be read or llama.cpp or the decoder refuses the request.");
+  std::string model, draft, fa, grammar_file, grammar, parallel;
+  bool ignore_eos = false;
+  const char* m = "Model";
+  CLI::Option* model_opt = p.text("-m,--model", model, "target model (GGUF), required", m, "PATH");
+  CLI::Option* fa_opt = p.text("--flash-attn", fa,
+                               "flash attention, also -fa: on | off | auto (default auto, as "
+                               "llama.cpp; it changes the logits' last bits, see "
+                               "docs/command-line.md)",
+                               m, "FA");
+  specdec::cli::shared_flags shared;
+  shared.declare(p, {.draft = "who drafts: none | model (the -md model) | ngram (prompt lookup) | "
+                              "heads:FILE (draft heads from specdec-train-heads) (default: model "
+                              "with -md, else none)",
+                     .threads = "0 = llama.cpp's",
+                     .prompt = "",
+                     .ngl = "passed to llama.cpp's model parameters (default: llama.cpp's; this "
+                            "build offloads only where ggml has a GPU backend)",
+                     .max_k = 64});
+  const char* r = "Request";
+  CLI::Option* grammar_file_opt = p.text("--grammar-file", grammar_file, "GBNF grammar file", r,
+                                         "PATH");
+  CLI::Option* grammar_opt = p.text("--grammar", grammar, "GBNF grammar text", r);
+  p.flag("--ignore-eos", ignore_eos, "do not stop at end-of-generation tokens", r);
+  CLI::Option* parallel_opt =
+      p.text("--parallel", parallel,
+             "serve N requests together in one context (one llama_decode per step for all), "
+             "each with -c / N of its cells: the lines of -f, or -p N times; also -np; K = -k "
+             "or 4 (no speed policy)",
+             r, "N");
+  if (!p.parse(std::move(args))) {
+    c.help = p.help();
     return c;
-  } catch (const CLI::ParseError& e) {
-    throw usage_error(e.what());
   }
-  if (n_signed < -1) throw usage_error("-n: must be >= -1, got " + std::to_string(n_signed));
-  n_predict = n_signed == -1 ? std::size_t(-1) : static_cast<std::size_t>(n_signed);
-  if (n_predict == 0) throw usage_error("-n: must not be 0");
-  c.n_predict = n_predict;
-  c.sampling.seed = seed;
+  shared.finish(p, c);
+  if (!p.given(model_opt) || model.empty()) throw usage_error("-m: the target model is required");
+  c.model = model;
+  c.ignore_eos = ignore_eos;
+  if (p.given(grammar_file_opt)) c.grammar_file = grammar_file;
+  if (p.given(grammar_opt)) c.grammar = grammar;
+  if (p.given(parallel_opt)) c.parallel = p.whole(parallel_opt, parallel);
   try {
     c.sampling.validate();
   } catch (const std::invalid_argument& e) {
-    throw usage_error(std::string("--temp/--top-p/--min-p: ") + e.what());
+    throw usage_error(std::string("sampling: ") + e.what());
   }
-  if (draft == "auto") c.draft = c.draft_model.empty() ? llama_draft::none : llama_draft::model;
-  else if (draft == "none") c.draft = llama_draft::none;
-  else if (draft == "model") c.draft = llama_draft::model;
-  else if (draft == "ngram") c.draft = llama_draft::ngram;
-  else if (draft.starts_with("heads:")) {
+  const std::string& d = c.drafter;
+  if (d.empty() || d == "none") c.draft = llama_draft::none;
+  else if (d == "model") c.draft = llama_draft::model;
+  else if (d == "ngram") c.draft = llama_draft::ngram;
+  else if (d.starts_with("heads:")) {
     c.draft = llama_draft::heads;
-    c.heads_file = draft.substr(6);
-    if (c.heads_file.empty()) throw usage_error("--draft heads:FILE: the path is empty");
-  } else throw usage_error("--draft: '" + draft + "' is not none, model, ngram or heads:FILE");
-  if (fa == "on") c.flash_attn = flash_attention::on;
-  else if (fa == "auto") c.flash_attn = flash_attention::automatic;
-  else if (fa != "off") throw usage_error("-fa: '" + fa + "' is not on, off or auto");
+    c.heads_file = d.substr(6);
+    if (c.heads_file.empty()) p.bad(shared.draft_flag(), d, "the path in heads:FILE is empty");
+  } else {
+    p.bad(shared.draft_flag(), d, "is not none, model, ngram or heads:FILE");
+  }
+  if (p.given(fa_opt)) {
+    if (fa == "on") c.flash_attn = flash_attention::on;
+    else if (fa == "off") c.flash_attn = flash_attention::off;
+    else if (fa != "auto") p.bad(fa_opt, fa, "is not on, off or auto");
+  }
   if (c.draft == llama_draft::model && c.draft_model.empty())
     throw usage_error("--draft model: needs a draft model (-md FILE)");
-  if (*kopt) {
-    if (k > 64) throw usage_error("--spec-draft-n-max: at most 64, got " + std::to_string(k));
-    c.k = k;
-  }
-  if (!(c.draft_p_min >= 0.0f && c.draft_p_min <= 1.0f))
-    throw usage_error("--spec-draft-p-min: must be in [0, 1]");
+  const bool drafting = c.draft != llama_draft::none;
+  p.only_with({shared.tree_flag()}, drafting, "a drafter (--draft, -md or --spec-type)");
+  const std::size_t k = shared.finish_k(p, c, drafting, !c.tree.empty(), 0);
+  if (drafting && !c.k_auto) c.k = k;
   // Both act on a draft model's chains only: refused elsewhere rather than ignored.
   const std::string who = c.draft == llama_draft::none    ? "no drafter"
                           : c.draft == llama_draft::ngram ? "--draft ngram"
                                                           : "--draft heads:FILE";
   if (c.draft_p_min > 0.0f && c.draft != llama_draft::model)
-    throw usage_error("--spec-draft-p-min: applies to a draft model (-md), not to " + who);
+    throw usage_error(p.typed(shared.draft_p_min_flag()) +
+                      ": applies to a draft model (-md), not to " + who);
   if (c.draft_min > 0 && c.draft != llama_draft::model)
-    throw usage_error("--spec-draft-n-min: applies to a draft model (-md), not to " + who);
-  if (!tree.empty()) {
-    try {
-      c.tree = specdec::parse_branching(tree);
-    } catch (const std::invalid_argument& e) {
-      throw usage_error(std::string("--tree: ") + e.what());
-    }
-    if (c.draft == llama_draft::none) throw usage_error("--tree: needs a drafter (--draft)");
-    if (tree_leaves(c.tree) > max_tree_leaves)
-      throw usage_error("--tree " + tree + ": more than " + std::to_string(max_tree_leaves) +
-                        " leaves; a tree is scored in one llama_decode with a sequence per leaf, "
-                        "and llama.cpp takes at most " + std::to_string(max_tree_leaves) +
-                        " sequences (LLAMA_MAX_SEQ)");
+    throw usage_error(p.typed(shared.draft_min_flag()) +
+                      ": applies to a draft model (-md), not to " + who);
+  if (c.draft_min > 0 && c.k && c.draft_min > *c.k)
+    p.bad(shared.draft_min_flag(), std::to_string(c.draft_min),
+          "exceeds the largest draft (" + p.typed(shared.k_flag()) + " " + std::to_string(*c.k) +
+              ")");
+  if (tree_leaves(c.tree) > max_tree_leaves) {
+    std::string shape;
+    for (const std::size_t b : c.tree) shape += (shape.empty() ? "" : "x") + std::to_string(b);
+    throw usage_error(p.typed(shared.tree_flag()) + " " + shape + ": more than " +
+                      std::to_string(max_tree_leaves) +
+                      " leaves; a tree is scored in one llama_decode with a sequence per leaf, "
+                      "and llama.cpp takes at most " +
+                      std::to_string(max_tree_leaves) + " sequences (LLAMA_MAX_SEQ)");
   }
-  if (verification == "block") c.verification = specdec::chain_verification::block;
-  else if (verification == "coupled") c.verification = specdec::chain_verification::coupled;
-  else if (verification == "sample-match")
-    c.verification = specdec::chain_verification::sample_match;
-  else if (verification != "token")
-    throw usage_error("--verification: '" + verification +
-                      "' is not token, block, coupled or sample-match");
   if (c.verification == specdec::chain_verification::block && !c.tree.empty())
     throw usage_error("--verification block: applies to chains, not to --tree");
-  if (c.prompt.empty() == c.prompt_file.empty() && !(c.prompt.empty() && c.prompt_file.empty()))
-    throw usage_error("-p and -f: give one of them, not both");
   if (!c.grammar.empty() && !c.grammar_file.empty())
     throw usage_error("--grammar and --grammar-file: give one of them, not both");
   if (c.parallel > max_tree_leaves)

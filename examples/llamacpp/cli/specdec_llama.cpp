@@ -23,10 +23,10 @@
 #include <vector>
 
 #include <llama2c/engine/heads_file.hpp>
-#include <llama2c/cli/report.hpp>
 #include <specdec/cost/calibrate.hpp>
 #include <specdec/specdec.hpp>
 
+#include "common/cli/report.hpp"
 #include "llamacpp/adapters/batch_model.hpp"
 #include "llamacpp/adapters/context_model.hpp"
 #include "llamacpp/adapters/grammar_processor.hpp"
@@ -80,6 +80,12 @@ bool same_tokens_promised(const llama_cli_options& c) {
          c.verification == specdec::chain_verification::sample_match;
 }
 
+/// -ngl for llama_model_params: as given, else llama.cpp's default.
+std::optional<int> gpu_layers(const llama_cli_options& c) {
+  if (!c.n_gpu_layers) return std::nullopt;
+  return static_cast<int>(std::clamp<long long>(*c.n_gpu_layers, -2, 1 << 20));
+}
+
 context_options cli_context_options(const llama_cli_options& c) {
   return {.n_ctx = c.ctx_size,
           .n_threads = c.threads,
@@ -103,14 +109,13 @@ json options_json(const llama_cli_options& c, const specdec::generate_options& o
   j["flash_attn"] = c.flash_attn == flash_attention::on    ? "on"
                     : c.flash_attn == flash_attention::off ? "off"
                                                            : "auto";
-  j["sampling"] = {{"temperature", c.sampling.temperature}, {"top_k", c.sampling.top_k},
-                   {"top_p", c.sampling.top_p},             {"min_p", c.sampling.min_p},
-                   {"seed", c.sampling.seed}};
+  j["n_gpu_layers"] = c.n_gpu_layers ? json(*c.n_gpu_layers) : json(nullptr);
+  j["sampling"] = specdec::cli::sampling_json(c);
   j["draft_max"] = c.k ? json(*c.k) : json("policy");
   j["draft_min"] = c.draft_min;
   j["draft_p_min"] = c.draft_p_min;
   j["tree"] = c.tree;
-  j["verification"] = specdec::llama2c::verification_name(c.verification);
+  j["verification"] = specdec::cli::verification_name(c.verification);
   j["grammar_file"] = c.grammar_file;
   j["grammar"] = c.grammar;
   return j;
@@ -126,7 +131,7 @@ int run(const llama_cli_options& c) {
     s << in.rdbuf();
     prompt_text = s.str();
   }
-  const gguf_model target_file(c.model);
+  const gguf_model target_file(c.model, gpu_layers(c));
   const context_options co = cli_context_options(c);
   const std::size_t n_ctx = c.ctx_size ? c.ctx_size : target_file.trained_context();
   // A sequence per leaf: --tree's leaves, or 64 for the policy's trees (its max_nodes is 32).
@@ -193,9 +198,10 @@ int run(const llama_cli_options& c) {
     for (const auto t : r.tokens) text += piece(target_file, t);
     report["tokens"] = r.tokens;
     report["text"] = text;
-    report["stop_reason"] = specdec::llama2c::stop_reason_name(r.reason);
-    report["stats"] = specdec::llama2c::stats_json(r.stats);
-    if (!c.json) std::printf("\n\n%s\n", r.stats.summary().c_str());
+    report["stop_reason"] = specdec::cli::stop_reason_name(r.reason);
+    report["stats"] = specdec::cli::stats_json(r.stats);
+    if (!c.json)
+      std::printf("\n\n%s%s\n", r.stats.summary().c_str(), specdec::cli::sampling_line(c).c_str());
     if (c.compare_plain) {
       specdec::no_drafter none;
       specdec::speculative_decoder plain(tgt, none);
@@ -206,7 +212,7 @@ int run(const llama_cli_options& c) {
       po.on_token = nullptr;
       const auto p = plain.generate(prompt, po);
       const double speedup = r.stats.tokens_per_second() / p.stats.tokens_per_second();
-      report["plain"] = specdec::llama2c::stats_json(p.stats);
+      report["plain"] = specdec::cli::stats_json(p.stats);
       report["speedup"] = speedup;
       if (!c.json)
         std::printf("plain: %.1f tokens/s; speed-up: %.2fx (tokens/s, prompt excluded)%s\n",
@@ -218,7 +224,7 @@ int run(const llama_cli_options& c) {
   };
 
   if (c.draft == llama_draft::model) {
-    const gguf_model draft_file(c.draft_model);
+    const gguf_model draft_file(c.draft_model, gpu_layers(c));
     check_same_vocabulary(target_file, draft_file);
     context_model draft(draft_file, co);
     specdec::model_drafter drafter(draft, {.p_min = c.draft_p_min});
@@ -281,7 +287,7 @@ std::vector<std::string> parallel_prompts(const llama_cli_options& c) {
 int run_parallel(const llama_cli_options& c) {
   set_llama_log_level(false);
   const auto texts = parallel_prompts(c);
-  const gguf_model target_file(c.model);
+  const gguf_model target_file(c.model, gpu_layers(c));
   const context_options co = cli_context_options(c);
   std::vector<std::vector<specdec::token_id>> prompts;
   std::size_t cells = 0;
@@ -322,7 +328,7 @@ int run_parallel(const llama_cli_options& c) {
                        {"draft_max", c.draft == llama_draft::none ? 0 : c.k.value_or(4)},
                        {"n_predict", c.n_predict}, {"ctx_size", bco.n_ctx},
                        {"threads", c.threads},
-                       {"temperature", c.sampling.temperature}, {"seed", c.sampling.seed}};
+                       {"sampling", specdec::cli::sampling_json(c)}};
   std::vector<std::vector<specdec::token_id>> outputs(c.parallel);
   auto serve = [&](auto& drafters) {
     using draft_t = std::remove_reference_t<decltype(*drafters[0])>;
@@ -357,12 +363,14 @@ int run_parallel(const llama_cli_options& c) {
                   "%zu steps, %zu llama_decode calls, %zu rows\n",
                   c.parallel, generated, seconds, generated / seconds, st.steps, st.target_calls,
                   st.rows_scored);
+    if (!c.json)
+      std::printf("%s; request i: seed + i\n", specdec::cli::sampling_line(c).c_str());
     return generated / seconds;
   };
 
   double batch_tps = 0.0;
   if (c.draft == llama_draft::model) {
-    const gguf_model draft_file(c.draft_model);
+    const gguf_model draft_file(c.draft_model, gpu_layers(c));
     check_same_vocabulary(target_file, draft_file);
     std::vector<std::unique_ptr<context_model>> contexts;
     std::vector<std::unique_ptr<specdec::model_drafter<context_model>>> drafters;
@@ -431,6 +439,7 @@ int main(int argc, char** argv) {
     std::fputs(c.help.c_str(), stdout);
     return 0;
   }
+  specdec::cli::shared_flags::draw_seed(c);  // unless -s: printed, so the run can be repeated
   try {
     return c.parallel > 0 ? run_parallel(c) : run(c);
   } catch (const std::exception& e) {
