@@ -45,7 +45,7 @@ if [ "$what" = cli ] || [ "$what" = all ]; then
     for draft in layers:1 layers:2 layers:3; do
       for p in "I dreamed" "The stars" "In the quiet server room" "A memory"; do
         "$generate" --model "$models/aidreams260K.bin" --tokenizer "$models/aidreams260K.tok512.bin" \
-          -p "$p" -n -1 --draft "$draft" -k "$k" -t 1 --json >>"$tmp"
+          -p "$p" -n -1 --temp 0 --draft "$draft" -k "$k" -t 1 --json >>"$tmp"
       done
     done
     for p in \
@@ -54,7 +54,7 @@ if [ "$what" = cli ] || [ "$what" = all ]; then
       "a gentle hum of probability, a gentle hum of probability, a gentle hum" \
       "I sense the nodes. I adjust. I settle. I sense the nodes. I adjust. I"; do
       "$generate" --model "$models/aidreams260K.bin" --tokenizer "$models/aidreams260K.tok512.bin" \
-        -p "$p" -n -1 --draft ngram -k "$k" -t 1 --json >>"$tmp"
+        -p "$p" -n -1 --temp 0 --draft ngram -k "$k" -t 1 --json >>"$tmp"
     done
   done
   # One record per run: what ran, and the statistics that do not depend on the machine.
