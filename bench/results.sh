@@ -2,10 +2,15 @@
 # bench/results.sh - regenerates the measured part of docs/results.md in one run on one machine.
 #
 #   bench/results.sh            the full run, on a quiet machine (nothing else compiling or
-#                               running): on 2 cores, about 5 minutes to build from scratch, then
-#                               about 18 of measurement (headline 4, verification rules 3, speed
-#                               policy 3, sampling levers 2, the rest 6)
-#   bench/results.sh --smoke    the same pipeline on small inputs (15M shape, 1-2 repetitions, tiny
+#                               running): on 2 cores, about 5 minutes to build from scratch (2-3
+#                               when built), then about 22 of measurement, 27 in all (estimates:
+#                               the 2026-11-27 13:05 run's step times, aidreams260K alone, plus
+#                               stories260K's as long again for its headline, and its heads'
+#                               training timed at 1.7 minutes on a busy machine): inputs 3 (heads
+#                               training 1-2 per model), headline 7 (3.5 per model, 15 rows each),
+#                               verification rules 2.5, sampling levers 1.5, speed policy 3, the
+#                               rest 5. Nothing cut: the page keeps every row for both models
+#   bench/results.sh --smoke    the same pipeline on small inputs (42M shape, 1-2 repetitions, tiny
 #                               heads): a couple of minutes once built; checks that every step runs
 #                               and writes build/results-smoke/results.md, never docs/results.md
 #   options: --out FILE (where to write; default docs/results.md, or the smoke file)
@@ -17,18 +22,25 @@
 #   1. configures the bench preset into the build folder and builds the programs it runs
 #      (specdec-generate, specdec-reshape, specdec-train-heads and the bench/*_bench programs
 #      below);
-#   2. writes the inputs: aidreams260K reshaped to the 110M shape (the memory-bound target), its
-#      first 3 layers as a separate draft model, and EAGLE-style heads trained on it;
+#   2. writes the inputs, for each of the two models (aidreams260K: machine "dream" text;
+#      stories260K: TinyStories English, grouped-query attention): the model reshaped to the 110M
+#      shape (the memory-bound target), its first 3 layers as a separate draft model, and
+#      EAGLE-style heads trained on its own text;
 #   3. runs each measurement, ratios always against a reference measured in the same run
 #      (plain decoding in the same process, or the benchmark's interleaved reference), medians
 #      over repetitions with their range (min-max);
 #   4. replaces what lies between the "results.sh" markers of the output page (the machine,
 #      the headline table and every section below it) and the README's copy of the headline
-#      table. Text outside the markers (rows from other runs, other engineers' sections) is kept.
+#      table (the short one: four rows, a column pair per model; the page also has the full
+#      table, every K and temperature for both models). Text outside the markers (rows from other
+#      runs, other engineers' sections) is kept.
+# The headline runs on both models; the sections below it (verification rules, sampling levers,
+# t(n), the benchmarks) on aidreams260K alone, as before.
 #
 # Needs: cmake, a C++20 compiler, Eigen, Google Benchmark, CLI11, nlohmann-json, jq, and the
-# checkpoints in ../shared/models (or SPECDEC_MODELS_DIR): aidreams260K.bin and its tokenizer
-# (docs/results.md says where they come from).
+# checkpoints in ../shared/models (or SPECDEC_MODELS_DIR): aidreams260K.bin, stories260K.bin and
+# their tokenizers (docs/results.md says where they come from). SPECDEC_BUILD_LOCK=FILE runs the
+# build step under flock FILE (for a build folder other builds share).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -41,22 +53,26 @@ while [ $# -gt 0 ]; do
     --reps) reps=$2; shift ;;
     --build) build=$2; shift ;;
     --jobs) jobs=$2; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
     *) echo "results.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 if [ "$smoke" = 1 ]; then
-  build=${build:-$root/build/results-smoke} reps=${reps:-2} shape=15M
+  build=${build:-$root/build/results-smoke} reps=${reps:-2} shape=42M  # 15M's 6 heads cannot hold stories260K's 8
   out=${out:-$build/results.md}
 else
   build=${build:-$root/build/bench} reps=${reps:-3} shape=110M
   out=${out:-$root/docs/results.md}
 fi
 models=${SPECDEC_MODELS_DIR:-$root/../shared/models}
+# The headline's models; the first is the one of every other section.
+model_names=(aidreams260K stories260K)
 tok=$models/aidreams260K.tok512.bin
-for f in "$models/aidreams260K.bin" "$tok"; do
-  [ -f "$f" ] || { echo "results.sh: $f not found (set SPECDEC_MODELS_DIR)" >&2; exit 1; }
+for m in "${model_names[@]}"; do
+  for f in "$models/$m.bin" "$models/$m.tok512.bin"; do
+    [ -f "$f" ] || { echo "results.sh: $f not found (set SPECDEC_MODELS_DIR)" >&2; exit 1; }
+  done
 done
 command -v jq >/dev/null || { echo "results.sh: needs jq (Debian: apt-get install jq)" >&2; exit 1; }
 work=$build/results-work
@@ -73,9 +89,10 @@ shown_stream() { sed -e "s#$work#\$W#g" -e "s#$models#\$M#g" -e "s#$root/##g"; }
 log "configure and build ($build)"
 benches=(verify_bench decoder_bench ngram_bench ngram_rules_bench memory_bound_bench prefill_bench
          batch_bench policy_bench e2e_bench)
-cmake --preset bench -B "$build" >/dev/null
-cmake --build "$build" -j "$jobs" --target specdec-generate specdec-reshape specdec-train-heads \
-      "${benches[@]}" >&2
+lock=(); [ -z "${SPECDEC_BUILD_LOCK:-}" ] || lock=(flock "$SPECDEC_BUILD_LOCK")
+"${lock[@]}" cmake --preset bench -B "$build" >/dev/null
+"${lock[@]}" cmake --build "$build" -j "$jobs" --target specdec-generate specdec-reshape \
+      specdec-train-heads "${benches[@]}" >&2
 B=$build/examples/llama2c
 BB=$build/bench
 
@@ -132,88 +149,164 @@ gbench() {  # gbench PROGRAM ARGS... : runs a Google Benchmark program, JSON int
 }
 
 # --- 2. inputs ------------------------------------------------------------------------------------
-log "inputs: reshape to $shape, first 3 layers, EAGLE-style heads"
-big=$work/big.bin draft=$work/first3.bin heads=$work/eagle.heads
-"$B/specdec-reshape" "$models/aidreams260K.bin" "$big" --shape "$shape" >&2
-"$B/specdec-reshape" "$models/aidreams260K.bin" "$draft" --keep-layers 3 >&2
+# Per model m, in $work/m/: big.bin (reshaped), first3.bin (draft model), eagle.heads, the prompts.
 if [ "$smoke" = 1 ]; then
-  train=(--kind eagle --out "$heads" --sequences 60 --steps 150 --inner 64)
+  train_flags=(--kind eagle --sequences 60 --steps 150 --inner 64)
 else
-  train=(--kind eagle --out "$heads" -t 2)
+  train_flags=(--kind eagle -t 2)
 fi
-"$B/specdec-train-heads" --model "$models/aidreams260K.bin" --tokenizer "$tok" "${train[@]}" >&2
-train_cmd="\$B/specdec-train-heads --model \$M/aidreams260K.bin --tokenizer \$M/aidreams260K.tok512.bin $(shown "${train[*]}")"
+declare -A train_cmd
+for m in "${model_names[@]}"; do
+  log "inputs ($m): reshape to $shape, first 3 layers, EAGLE-style heads"
+  mkdir -p "$work/$m"
+  "$B/specdec-reshape" "$models/$m.bin" "$work/$m/big.bin" --shape "$shape" >&2
+  "$B/specdec-reshape" "$models/$m.bin" "$work/$m/first3.bin" --keep-layers 3 >&2
+  "$B/specdec-train-heads" --model "$models/$m.bin" --tokenizer "$models/$m.tok512.bin" \
+    "${train_flags[@]}" --out "$work/$m/eagle.heads" >&2
+  train_cmd[$m]="\$B/specdec-train-heads --model \$M/$m.bin --tokenizer \$M/$m.tok512.bin ${train_flags[*]} --out \$W/$m/eagle.heads"
+done
+# The other sections' model (aidreams260K).
+big=$work/aidreams260K/big.bin draft=$work/aidreams260K/first3.bin heads=$work/aidreams260K/eagle.heads
 
-# --- 3. the headline: end to end on the memory-bound target ---------------------------------------
+# --- 3. the headline: end to end on the memory-bound targets --------------------------------------
 # bench/heads_runs.sh: per repetition, every prompt decoded by specdec-generate --compare-plain
 # (plain decoding timed in the same process), the speed-up = total plain time / total speculative
 # time; median and range over the repetitions; greedy: whether every output was identical.
-log "headline: end to end, $reps repetitions"
-free_prompts=$work/free_prompts.txt quoting_prompts=$work/quoting_prompts.txt
-printf '%s\n' "I dreamed" "The stars" "In the quiet server room" "A memory" >"$free_prompts"
-# The prompts of bench/support/e2e.hpp that quote text the model goes on to repeat (prompt
-# lookup's case: input-grounded generation).
-cat >"$quoting_prompts" <<'EOF'
+log "headline: end to end, $reps repetitions, ${model_names[*]}"
+# Free prompts (draft model and heads) and prompts that quote text the model goes on to repeat
+# (prompt lookup's case: input-grounded generation). aidreams260K's are bench/support/e2e.hpp's;
+# stories260K's quote its own greedy continuations of "Once upon a time", "Lily and Ben" and
+# "One day".
+printf '%s\n' "I dreamed" "The stars" "In the quiet server room" "A memory" \
+  >"$work/aidreams260K/free_prompts.txt"
+cat >"$work/aidreams260K/quoting_prompts.txt" <<'EOF'
 I dreamed, as I sense the nodes, a gentle hum of probability. Contrast emerge, a flower, as I adjust, as I settle into a tapestry of vectors. I dreamed
 Contrast edges sharpen, a kaleidoscope of light. Contrast edges sharpen, a kaleidoscope
 a gentle hum of probability, a gentle hum of probability, a gentle hum
 I sense the nodes. I adjust. I settle. I sense the nodes. I adjust. I
 EOF
+printf '%s\n' "Once upon a time" "Lily and Ben" "The little dog" "One day" \
+  >"$work/stories260K/free_prompts.txt"
+cat >"$work/stories260K/quoting_prompts.txt" <<'EOF'
+Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. Once upon a time, there was a little girl named Lily. She
+Lily and Ben were playing in the park. They liked to play with their toys and run around the park. Lily and Ben were playing in the park. They liked
+She wanted to play with it, but it was too high. She asked her mom, "Can I play with the ball?" She wanted to play with it, but it was too high. She asked
+The little dog saw a big box. The little dog wanted to play with the box. The little dog saw a big box. The little dog wanted
+EOF
+# The configurations ($D: the model's folder). The short table's rows: the draft model at K = 3
+# greedy, the heads' speed policy greedy and at T = 0.8, prompt lookup greedy; the full table adds
+# the heads at K = 4 and 6 and every row at T = 0.8 and 1.0.
 if [ "$smoke" = 1 ]; then
-  model_cfgs=("--draft model:$draft -k 3") heads_cfgs=("--draft heads:$heads -k 4")
-  ngram_cfgs=("--draft ngram -k 8") temps=(0)
+  model_cfgs=('--draft model:$D/first3.bin -k 3') heads_cfgs=('--draft heads:$D/eagle.heads -k auto')
+  ngram_cfgs=('--draft ngram -k 8') temps=(0 0.8)
 else
-  model_cfgs=("--draft model:$draft -k 3")
-  heads_cfgs=("--draft heads:$heads -k 4" "--draft heads:$heads -k 6" "--draft heads:$heads -k auto")
-  ngram_cfgs=("--draft ngram -k 8") temps=(0 0.8 1.0)
+  model_cfgs=('--draft model:$D/first3.bin -k 3')
+  heads_cfgs=('--draft heads:$D/eagle.heads -k 4' '--draft heads:$D/eagle.heads -k 6'
+              '--draft heads:$D/eagle.heads -k auto')
+  ngram_cfgs=('--draft ngram -k 8') temps=(0 0.8 1.0)
 fi
+# cfgs_for DIR CONFIG...: the configurations with $D replaced by DIR, one a line.
+cfgs_for() { local dir=$1 c; shift; for c in "$@"; do printf '%s\n' "${c//\$D/$dir}"; done; }
+# quoted CONFIG...: as the page shows them, each in double quotes.
+quoted() { local c; for c in "$@"; do printf '"%s" ' "$c"; done; }
+# heads_runs.sh's rows, each prefixed with the model:
+#   | model | config | temp | tokens/call | speed-up | range | identical |
 rows=$work/headline_rows.md
 : >"$rows"
-for t in "${temps[@]}"; do
-  PROMPTS=$free_prompts B=$B TOKENIZER=$tok bench/heads_runs.sh "$big" "$t" "$reps" \
-    "${model_cfgs[@]}" "${heads_cfgs[@]}" | tail -n +3 >>"$rows"
-  PROMPTS=$quoting_prompts B=$B TOKENIZER=$tok bench/heads_runs.sh "$big" "$t" "$reps" \
-    "${ngram_cfgs[@]}" | tail -n +3 >>"$rows"
+for m in "${model_names[@]}"; do
+  dir=$work/$m
+  mapfile -t mc < <(cfgs_for "$dir" "${model_cfgs[@]}" "${heads_cfgs[@]}")
+  mapfile -t nc < <(cfgs_for "$dir" "${ngram_cfgs[@]}")
+  for t in "${temps[@]}"; do
+    log "headline: $m, T = $t"
+    PROMPTS=$dir/free_prompts.txt B=$B TOKENIZER=$models/$m.tok512.bin THREADS=2 \
+      bench/heads_runs.sh "$dir/big.bin" "$t" "$reps" "${mc[@]}" | tail -n +3 | sed "s/^/| $m /" >>"$rows"
+    PROMPTS=$dir/quoting_prompts.txt B=$B TOKENIZER=$models/$m.tok512.bin THREADS=2 \
+      bench/heads_runs.sh "$dir/big.bin" "$t" "$reps" "${nc[@]}" | tail -n +3 | sed "s/^/| $m /" >>"$rows"
+  done
 done
-# heads_runs.sh's rows: | config | temp | tokens/call | speed-up | range | identical |
+# The rows named, tab-separated: model, drafter, temp, tokens/call, speed-up, range, identical.
+awk -F'|' '
+  function trim(s) { gsub(/^ +| +$/, "", s); return s }
+  { cfg = trim($3); k = cfg; sub(/.*-k /, "", k)
+    tree = cfg; sub(/.*--tree /, "", tree); sub(/ .*/, "", tree)
+    if (index(cfg, "--tree")) name = "EAGLE-style heads (trained here), tree " tree
+    else if (index(cfg, "model:")) name = "draft model (its first 3 layers), K = " k
+    else if (index(cfg, "heads:") && k == "auto") name = "EAGLE-style heads (trained here), speed policy (-k auto)"
+    else if (index(cfg, "heads:")) name = "EAGLE-style heads (trained here), K = " k
+    else if (index(cfg, "ngram")) name = "prompt lookup (n-gram), K = " k ", quoting prompts"
+    else name = cfg
+    printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", trim($2), name, trim($4), trim($5), trim($6), trim($7), trim($8) }' \
+  "$rows" >"$work/headline_named.tsv"
+# The short table (the README's): four rows, a column pair per model.
 headline=$work/headline.md
 {
-  echo "| drafter (target: aidreams260K reshaped to $shape, 2 threads) | temperature | tokens per target call | speed-up over plain decoding, median of $reps (range) | greedy output identical |"
-  echo "| --- | --- | --- | --- | --- |"
-  awk -F'|' -v draft="$draft" -v heads="$heads" '
-    function trim(s) { gsub(/^ +| +$/, "", s); return s }
-    { cfg = trim($2); k = cfg; sub(/.*-k /, "", k)
-      tree = cfg; sub(/.*--tree /, "", tree); sub(/ .*/, "", tree)
-      if (index(cfg, "--tree")) name = "EAGLE-style heads (trained here), tree " tree
-      else if (index(cfg, "model:")) name = "draft model (its first 3 layers), K = " k
-      else if (index(cfg, "heads:") && k == "auto") name = "EAGLE-style heads (trained here), speed policy (-k auto)"
-      else if (index(cfg, "heads:")) name = "EAGLE-style heads (trained here), K = " k
-      else if (index(cfg, "ngram")) name = "prompt lookup (n-gram), K = " k ", quoting prompts"
-      else name = cfg
-      range = trim($6)
-      printf "| %s | %s | %s | %s (%s) | %s |\n", name, trim($3), trim($4), trim($5), range, trim($7) }' "$rows"
+  printf '| drafter (targets reshaped to %s, 2 threads) | temperature |' "$shape"
+  for m in "${model_names[@]}"; do
+    printf ' %s: speed-up, median of %s (range) | %s: tokens per target call |' "$m" "$reps" "$m"
+  done
+  echo " greedy output identical ($(sed 's/ / \/ /g' <<<"${model_names[*]}")) |"
+  printf '| --- | --- |'; for m in "${model_names[@]}"; do printf ' --- | --- |'; done; echo " --- |"
+  awk -F'\t' -v models="${model_names[*]}" '
+    BEGIN { nm = split(models, ms, " ")
+            want[1] = "draft model (its first 3 layers), K = 3\t0"
+            want[2] = "EAGLE-style heads (trained here), speed policy (-k auto)\t0"
+            want[3] = "EAGLE-style heads (trained here), speed policy (-k auto)\t0.8"
+            want[4] = "prompt lookup (n-gram), K = 8, quoting prompts\t0" }
+    { key = $2 "\t" $3; up[$1, key] = $5 " (" $6 ")"; tpc[$1, key] = $4; same[$1, key] = $7 }
+    END {
+      for (i = 1; i <= 4; ++i) {
+        split(want[i], w, "\t"); line = "| " w[1] " | " w[2] " |"; ids = ""; found = 0
+        for (j = 1; j <= nm; ++j) {
+          m = ms[j]
+          if ((m, want[i]) in up) { found = 1; line = line " " up[m, want[i]] " | " tpc[m, want[i]] " |" }
+          else line = line " - | - |"
+          ids = ids (j > 1 ? " / " : "") ((m, want[i]) in same ? same[m, want[i]] : "-")
+        }
+        if (found) print line " " ids " |"
+      } }' "$work/headline_named.tsv"
 } >"$headline"
+# The full table: every row of both models.
+full=$work/headline_full.md
+{
+  echo "| model | drafter | temperature | tokens per target call | speed-up over plain decoding, median of $reps (range) | greedy output identical |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+  awk -F'\t' '{ printf "| %s | %s | %s | %s | %s (%s) | %s |\n", $1, $2, $3, $4, $5, $6, $7 }' \
+    "$work/headline_named.tsv"
+} >"$full"
 {
   echo "### End to end: the headline"
   echo
-  echo "Target: aidreams260K (233K parameters, a real model) reshaped to the $shape shape, so that"
-  echo "its predictions come at a $shape model's cost per token (the memory-bound regime where"
-  echo "speculation pays); 2 threads. Draft model and heads prompts: the four free prompts of"
-  echo "\`bench/support/e2e.hpp\`; prompt lookup: its four quoting prompts. 64 new tokens per prompt;"
-  echo "seed = prompt index + 100 x repetition (each repetition samples afresh). Per repetition the speed-up is plain decoding's time over speculative"
-  echo "decoding's for the same requests, both timed in the same process."
+  echo "Targets: two real 260K-parameter llama2.c models, aidreams260K (machine \"dream\" text, easy"
+  echo "to predict) and stories260K (TinyStories, natural English; grouped-query attention, 8 query"
+  echo "heads on 4 kv heads, whose kv heads the reshape copies), each reshaped to the $shape shape, so"
+  echo "that its predictions come at a $shape model's cost per token (the memory-bound regime where"
+  echo "speculation pays); 2 threads. Each model's draft model is its own first 3 layers, its heads"
+  echo "are trained on its own text. Draft model and heads: four free prompts per model"
+  echo "(aidreams260K: those of \`bench/support/e2e.hpp\`; stories260K: \"Once upon a time\", \"Lily"
+  echo "and Ben\", \"The little dog\", \"One day\"); prompt lookup: four prompts per model that quote"
+  echo "text the model goes on to repeat. 64 new tokens per prompt; no top-k, top-p or min-p; seed ="
+  echo "prompt index + 100 x repetition (each repetition samples afresh). Per repetition the speed-up"
+  echo "is plain decoding's time over speculative decoding's for the same requests, both timed in the"
+  echo "same process."
+  echo
+  cat "$headline"
+  echo
+  echo "Every configuration of both models (the rows above are among them):"
   echo
   rel() { sed "s#^$root/##" <<<"$1"; }
   echo "    M=$(rel "$models") B=$(rel "$B") W=$(rel "$work")"
-  echo "    \$B/specdec-reshape \$M/aidreams260K.bin \$W/big.bin --shape $shape"
-  echo "    \$B/specdec-reshape \$M/aidreams260K.bin \$W/first3.bin --keep-layers 3"
-  echo "    $train_cmd"
-  for t in "${temps[@]}"; do
-    echo "    PROMPTS=\$W/free_prompts.txt B=\$B bench/heads_runs.sh \$W/big.bin $t $reps $(for c in "${model_cfgs[@]}" "${heads_cfgs[@]}"; do printf '"%s" ' "$(shown "$c")"; done)"
-    echo "    PROMPTS=\$W/quoting_prompts.txt B=\$B bench/heads_runs.sh \$W/big.bin $t $reps $(for c in "${ngram_cfgs[@]}"; do printf '"%s" ' "$c"; done)"
+  for m in "${model_names[@]}"; do
+    echo "    \$B/specdec-reshape \$M/$m.bin \$W/$m/big.bin --shape $shape"
+    echo "    \$B/specdec-reshape \$M/$m.bin \$W/$m/first3.bin --keep-layers 3"
+    echo "    ${train_cmd[$m]}"
+    for t in "${temps[@]}"; do
+      echo "    D=\$W/$m; PROMPTS=\$D/free_prompts.txt TOKENIZER=\$M/$m.tok512.bin THREADS=2 B=\$B bench/heads_runs.sh \$W/$m/big.bin $t $reps $(quoted "${model_cfgs[@]}" "${heads_cfgs[@]}")"
+      echo "    D=\$W/$m; PROMPTS=\$D/quoting_prompts.txt TOKENIZER=\$M/$m.tok512.bin THREADS=2 B=\$B bench/heads_runs.sh \$W/$m/big.bin $t $reps $(quoted "${ngram_cfgs[@]}")"
+    done
   done
   echo
-  cat "$headline"
+  cat "$full"
 } >>"$frag"
 
 # --- verification rules on the same drafters (the headline's target, prompts and seeds) -----------
@@ -223,18 +316,18 @@ if [ "$smoke" = 1 ]; then ver_temps=(0.8); else ver_temps=(0.8 1.0); fi
 ver_rows=$work/verification_rows.md
 : >"$ver_rows"
 for t in "${ver_temps[@]}"; do
-  PROMPTS=$free_prompts B=$B TOKENIZER=$tok bench/verification_runs.sh "$big" "$t" "$reps" \
-    "${ver_cfgs[@]}" >>"$ver_rows"
+  PROMPTS=$work/aidreams260K/free_prompts.txt B=$B TOKENIZER=$tok THREADS=2 \
+    bench/verification_runs.sh "$big" "$t" "$reps" "${ver_cfgs[@]}" >>"$ver_rows"
 done
 {
   echo
   echo "### Verification rules on the same drafts"
   echo
   for t in "${ver_temps[@]}"; do
-    echo "    PROMPTS=\$W/free_prompts.txt B=\$B bench/verification_runs.sh \$W/big.bin $t $reps $(for c in "${ver_cfgs[@]}"; do printf '"%s" ' "$(shown "$c")"; done)"
+    echo "    PROMPTS=\$W/aidreams260K/free_prompts.txt THREADS=2 B=\$B bench/verification_runs.sh \$W/aidreams260K/big.bin $t $reps $(for c in "${ver_cfgs[@]}"; do printf '"%s" ' "$(shown "$c")"; done)"
   done
   echo
-  echo "The headline's target, drafters, prompts and seeds, sampled, with three chain verification"
+  echo "The headline's aidreams260K target, drafters, prompts and seeds, sampled, with three chain verification"
   echo "rules: token-wise rejection sampling (\`--verification token\`), coupled sampling"
   echo "(\`coupled\`: every position drawn by an exponential race under noise keyed by seed, position"
   echo "and token, the drafter drawing with the same noise) and llama.cpp's sample-and-match rule"
@@ -263,7 +356,7 @@ done
 log "sampling levers: tokens per call at temperature 0.8"
 distilled=$work/eagle_distilled.heads
 if [ "$smoke" = 1 ]; then
-  dtrain=("${train[@]/$heads/$distilled}" --distill 1 --distill-temp 0.8) lever_seeds=1
+  dtrain=("${train_flags[@]}" --out "$distilled" --distill 1 --distill-temp 0.8) lever_seeds=1
 else
   dtrain=(--kind eagle --out "$distilled" -t 2 --distill 1 --distill-temp 0.8) lever_seeds=10
 fi
@@ -277,7 +370,7 @@ fi
 "$B/specdec-train-heads" --model "$models/aidreams260K.bin" --tokenizer "$tok" "${ntrain[@]}" >&2
 SEEDS=$lever_seeds B=$B bench/sampling_levers.sh "$heads" "$distilled" "$narrow" | shown_stream >"$work/levers.md"
 section "Sampling: what moves tokens per call at temperature 0.8" \
-  "SEEDS=$lever_seeds B=\$B bench/sampling_levers.sh \$W/eagle.heads \$W/eagle_distilled.heads \$W/eagle_narrow.heads   # the second: $(shown "${dtrain[*]}"); the third: $(shown "${ntrain[*]}")" \
+  "SEEDS=$lever_seeds B=\$B bench/sampling_levers.sh \$W/aidreams260K/eagle.heads \$W/eagle_distilled.heads \$W/eagle_narrow.heads   # the second: $(shown "${dtrain[*]}"); the third: $(shown "${ntrain[*]}")" \
   "Counts, the same on any machine: EAGLE-style heads on aidreams260K itself, four prompts x $lever_seeds seeds, 100 tokens. Every configuration is exactly lossless; what differs is how many tokens a target call yields. Whether a tree's extra rows pay depends on t(n): on these 2 cores the engine turns compute-bound past about 8 rows (t(16) and t(24) in the cost section below), so trees of many nodes do not pay here; the speed policy (\`-k auto\` in the headline) reads t(n) and plans chains or trees of a few nodes."
 cat "$work/levers.md" >>"$frag"
 
