@@ -56,7 +56,7 @@ specdec::generate_options greedy() {
 }
 
 std::vector<token_id> plain_greedy(std::span<const token_id> prompt) {
-  context_model m(target(), {.n_ctx = n_ctx});
+  context_model m(target(), {.n_ctx = n_ctx, .n_threads = 1});
   specdec::no_drafter none;
   specdec::speculative_decoder decoder(m, none);
   auto o = greedy();
@@ -83,7 +83,7 @@ TEST_CASE("llamacpp stories260K: llama.cpp's greedy tokens and logits are the ll
     std::vector<float> lr(seq.size() * v), lm(seq.size() * v);
     ref.truncate(0);
     ref.append(seq, lr);
-    context_model m(target(), {.n_ctx = n_ctx});
+    context_model m(target(), {.n_ctx = n_ctx, .n_threads = 1});
     REQUIRE(m.vocab_size() == v);
     m.append(seq, lm);
     float d = 0.0f;
@@ -102,13 +102,13 @@ TEST_CASE("llamacpp stories260K: context_model and tree_model pass the conforman
   o.tolerance = 1e-3f;  // F32 rows of a batch and of one token take different kernels
   SECTION("context_model") {
     const auto rep = specdec::testing::run_all(
-        [] { return context_model(target(), {.n_ctx = n_ctx}); }, o);
+        [] { return context_model(target(), {.n_ctx = n_ctx, .n_threads = 1}); }, o);
     INFO(rep.message);
     CHECK(rep.ok);
   }
   SECTION("tree_model") {
     const auto rep = specdec::testing::run_all(
-        [] { return tree_model(target(), tree_options(16, {.n_ctx = n_ctx})); }, o);
+        [] { return tree_model(target(), tree_options(16, {.n_ctx = n_ctx, .n_threads = 1})); }, o);
     INFO(rep.message);
     CHECK(rep.ok);
   }
@@ -120,8 +120,8 @@ TEST_CASE("llamacpp stories260K: greedy speculative output equals plain greedy")
   for (const auto& prompt : ps) plain.push_back(plain_greedy(prompt));
   auto o = greedy();
   SECTION("draft model (the first 4 layers), chains and a tree in one llama_decode") {
-    tree_model t(target(), tree_options(8, {.n_ctx = n_ctx}));
-    context_model d(draft(), {.n_ctx = n_ctx});
+    tree_model t(target(), tree_options(8, {.n_ctx = n_ctx, .n_threads = 1}));
+    context_model d(draft(), {.n_ctx = n_ctx, .n_threads = 1});
     specdec::model_drafter drafter(d);
     specdec::speculative_decoder decoder(t, drafter);
     // K = 4 on every prompt, K = 1 and a tree on the first, to keep the test short
@@ -137,7 +137,7 @@ TEST_CASE("llamacpp stories260K: greedy speculative output equals plain greedy")
     CHECK(decoder.generate(ps[0], o).tokens == plain[0]);
   }
   SECTION("prompt lookup") {
-    context_model t(target(), {.n_ctx = n_ctx});
+    context_model t(target(), {.n_ctx = n_ctx, .n_threads = 1});
     specdec::ngram_drafter lookup({.min_ngram = 1, .max_ngram = 4});
     specdec::speculative_decoder decoder(t, lookup);
     o.draft_length = 6;
