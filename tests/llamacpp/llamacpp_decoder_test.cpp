@@ -42,19 +42,28 @@ TEST_CASE("llamacpp decoder: plain greedy on the GGUF continues as llama2.c's ru
 }
 
 TEST_CASE("llamacpp decoder: greedy speculative output equals plain greedy, every drafter") {
-  for (const auto& prompt : t::prompts) {
-    const std::size_t n = 100;
-    const auto plain = plain_greedy(t::target(), prompt, n);
-    REQUIRE(plain.size() == n);
-    specdec::generate_options o;
-    o.max_new_tokens = n;
-    o.sampling.temperature = 0.0f;
+  const std::size_t n = 100;
+  // Each section runs over every prompt: a SECTION inside a loop over prompts would be entered
+  // for the first prompt only (Catch enters one section per run of the test case).
+  const auto each_prompt = [&](auto&& check) {
+    for (std::size_t i = 0; i < t::prompts.size(); ++i) {
+      const auto& prompt = t::prompts[i];
+      const auto plain = plain_greedy(t::target(), prompt, n);
+      REQUIRE(plain.size() == n);
+      specdec::generate_options o;
+      o.max_new_tokens = n;
+      o.sampling.temperature = 0.0f;
+      INFO("prompt " << i);
+      check(prompt, plain, o);
+    }
+  };
 
-    SECTION("draft model, chains K = 1..8, token and block verification") {
-      tree_model target(t::target(), tree_options(32, {.n_ctx = 256}));
-      context_model draft(t::draft(), {.n_ctx = 256});
-      specdec::model_drafter drafter(draft);
-      specdec::speculative_decoder decoder(target, drafter);
+  SECTION("draft model, chains K = 1..8, token and block verification") {
+    tree_model target(t::target(), tree_options(32, {.n_ctx = 256}));
+    context_model draft(t::draft(), {.n_ctx = 256});
+    specdec::model_drafter drafter(draft);
+    specdec::speculative_decoder decoder(target, drafter);
+    each_prompt([&](const auto& prompt, const auto& plain, specdec::generate_options& o) {
       for (std::size_t k : {1u, 3u, 5u, 8u})
         for (auto v : {specdec::chain_verification::token, specdec::chain_verification::block}) {
           o.draft_length = k;
@@ -68,21 +77,25 @@ TEST_CASE("llamacpp decoder: greedy speculative output equals plain greedy, ever
         INFO("tree " << shape << " in one llama_decode");
         CHECK(decoder.generate(prompt, o).tokens == plain);
       }
-    }
-    SECTION("n-gram lookup, chain and trie") {
-      context_model target(t::target(), {.n_ctx = 256});
-      specdec::ngram_drafter lookup({.min_ngram = 1, .max_ngram = 4});
-      specdec::speculative_decoder decoder(target, lookup);
+    });
+  }
+  SECTION("n-gram lookup, chain and trie") {
+    context_model target(t::target(), {.n_ctx = 256});
+    specdec::ngram_drafter lookup({.min_ngram = 1, .max_ngram = 4});
+    specdec::speculative_decoder decoder(target, lookup);
+    each_prompt([&](const auto& prompt, const auto& plain, specdec::generate_options& o) {
       o.draft_length = 6;
       CHECK(decoder.generate(prompt, o).tokens == plain);
-    }
-    SECTION("n-gram trie in one llama_decode") {
-      tree_model target(t::target(), tree_options(16, {.n_ctx = 256}));
-      specdec::ngram_drafter lookup({.min_ngram = 1, .max_ngram = 4});
-      specdec::speculative_decoder decoder(target, lookup);
+    });
+  }
+  SECTION("n-gram trie in one llama_decode") {
+    tree_model target(t::target(), tree_options(16, {.n_ctx = 256}));
+    specdec::ngram_drafter lookup({.min_ngram = 1, .max_ngram = 4});
+    specdec::speculative_decoder decoder(target, lookup);
+    each_prompt([&](const auto& prompt, const auto& plain, specdec::generate_options& o) {
       o.tree = {4, 1, 1, 1};
       CHECK(decoder.generate(prompt, o).tokens == plain);
-    }
+    });
   }
 }
 
