@@ -14,7 +14,6 @@
 #pragma once
 
 #include <algorithm>
-#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <specdec/decode/options.hpp>
@@ -29,6 +28,7 @@
 #include "common/cli/flag_parser.hpp"
 #include "common/cli/shared_flags.hpp"
 #include "llama2c/cli/cli_options.hpp"
+#include "llama2c/cli/draft_spec.hpp"
 
 namespace specdec::llama2c {
 
@@ -185,36 +185,16 @@ class cli_parser {
     c.draft_text = o.drafter.empty()      ? "none"
                    : o.drafter == "model" ? "model:" + o.draft_model
                                           : o.drafter;
-    c.ngram_first = c.draft_text.starts_with("ngram+");
-    const std::string d = c.draft_text.substr(c.ngram_first ? 6 : 0);
-    if (c.ngram_first && !d.starts_with("layers:") && !d.starts_with("model:"))
-      p_.bad(draft_flag, c.draft_text, "ngram+ takes layers:L or model:PATH after it");
-    if (d == "none") {
-      c.draft = draft_kind::none;
-    } else if (d == "ngram") {
-      c.draft = draft_kind::ngram;
-    } else if (d.starts_with("layers:")) {
-      c.draft = draft_kind::layers;
-      const std::string l = d.substr(7);
-      std::uint64_t v = 0;
-      const auto [ptr, ec] = std::from_chars(l.data(), l.data() + l.size(), v);
-      if (ec != std::errc() || ptr != l.data() + l.size() || l.empty())
-        p_.bad(draft_flag, c.draft_text, "L in layers:L is not a whole number");
-      if (v == 0) p_.bad(draft_flag, c.draft_text, "L in layers:L must be >= 1");
-      c.draft_layers = static_cast<std::size_t>(v);  // above the layer count: refused on loading
-    } else if (d.starts_with("heads:")) {
-      c.draft = draft_kind::heads;
-      c.draft_heads = d.substr(6);
-      if (c.draft_heads.empty()) p_.bad(draft_flag, c.draft_text, "the path in heads:FILE is empty");
-    } else if (d.starts_with("model:")) {
-      c.draft = draft_kind::model;
-      c.draft_model = d.substr(6);
-      if (c.draft_model.empty())
-        p_.bad(draft_flag, c.draft_text, "the path in model:PATH is empty");
-    } else {
-      p_.bad(draft_flag, c.draft_text, "is not none, layers:L, model:PATH, ngram or heads:FILE");
+    try {
+      const draft_spec d = parse_draft_spec(c.draft_text);
+      c.draft = d.kind;
+      c.draft_layers = d.layers;  // above the layer count: refused on loading
+      c.ngram_first = d.ngram_first;
+      if (d.kind == draft_kind::model) c.draft_model = d.model;
+      c.draft_heads = d.heads;
+    } catch (const std::invalid_argument& e) {
+      p_.bad(draft_flag, c.draft_text, e.what());
     }
-    if (c.draft != draft_kind::layers) c.draft_layers = 0;
   }
 
   void finish_draft(cli_options& c) const {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/cli/shared_flags.hpp"
+#include "llama2c/cli/draft_spec.hpp"
 
 #ifndef SPECDEC_MODELS_DIR
 #define SPECDEC_MODELS_DIR "../shared/models"
@@ -26,10 +27,6 @@ namespace specdec::llama2c {
 /// A bad flag or value (the shared layer's type). The message names the flag as typed and the
 /// value; specdec-generate prints it and exits with status 2.
 using usage_error = specdec::cli::usage_error;
-
-/// Who drafts: nothing (plain decoding), the target's first L layers, a second checkpoint, or
-/// n-gram prompt lookup.
-enum class draft_kind { none, layers, model, ngram, heads };
 
 /// Largest -k: a draft is appended to the target in one call and acceptance decays geometrically
 /// with the position, so longer drafts only cost. (It also keeps N x K of --ngram-candidates far
