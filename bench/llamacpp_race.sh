@@ -2,8 +2,8 @@
 # bench/llamacpp_race.sh [BUILD_DIR] [THREADS] [REPS] [FA] - specdec-llama against llama.cpp's own
 # speculative decoding on the same GGUF models, threads, prompts and attention kernel, in one run.
 # FA (default on, what llama.cpp's default 'auto' picks on the CPU) is passed as -fa to every
-# system; specdec-policy-fa-off adds specdec-llama at its own default (-fa off, rows independent
-# of the cache layout), which costs the attention kernel's difference (docs/llamacpp.md).
+# system; specdec-policy-fa-off adds specdec-llama with -fa off (rows independent of the cache
+# layout), which costs the attention kernel's difference (docs/command-line.md).
 #
 # Models (made here from ../shared/models, never committed): MODEL (default aidreams260K; or
 # stories260K, TinyStories English) reshaped to the 110M shape (specdec-reshape --shape 110M: the

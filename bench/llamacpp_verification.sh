@@ -45,7 +45,7 @@ for quant in ${QUANTS:-f32 q8_0}; do
                   --draft model -p "$p" -n "$N" --temp "$temp" --top-k 40 --top-p 0.95 --min-p 0.05 \
                   -s "$s" -t "$T" -c 1024 -fa on --ignore-eos \
                   --spec-draft-n-max "$k" --verification "$rule" --compare-plain 2>/dev/null)
-          # "generated 100 tokens in 1.2 s (83.1 tokens/s), 40 target calls, 2.50 tokens per target call"
+          # the statistics line: "generated N tokens in ..., C target calls, ..."
           read -r g c < <(sed -n 's/^generated \([0-9]*\) tokens .*, \([0-9]*\) target calls,.*/\1 \2/p' <<<"$out")
           gen=$((gen + g)) calls=$((calls + c))
           ups+=("$(sed -n 's/.*speed-up: \([0-9.]*\)x.*/\1/p' <<<"$out")")
