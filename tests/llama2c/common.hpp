@@ -10,6 +10,8 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include "run_or_skip.hpp"
+
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -33,10 +35,5 @@ inline const std::string reference_text{specdec::llama2c::reference_text};
 }  // namespace llama2c_test
 
 int main(int argc, char* argv[]) {
-  if (!std::filesystem::exists(llama2c_test::checkpoint_path)) {
-    std::cout << "skipping: " << llama2c_test::checkpoint_path.string()
-              << " not found; real-model tests need ../shared/models (set SPECDEC_MODELS_DIR)\n";
-    return 77;
-  }
-  return Catch::Session().run(argc, argv);
+  return llama2c_test::run_or_skip(argc, argv, {llama2c_test::checkpoint_path});
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "test_heads.hpp"
 
 #include <llama2c/training/eagle_attn_train.hpp>
 #include <llama2c/engine/heads_file.hpp>
@@ -65,22 +66,7 @@ std::shared_ptr<const l2::weights> reshaped() {
 // Tiny training runs (seconds): heads that agree with the target often enough to be exercised.
 // `attention`: the EAGLE-style predictor with its attention layer (2 heads of width 8).
 const l2::heads_record& trained(l2::heads_kind kind, bool attention = false) {
-  static std::map<std::pair<l2::heads_kind, bool>, l2::heads_record> made;
-  auto it = made.find({kind, attention});
-  if (it != made.end()) return it->second;
-  l2::model m(small(), {.threads = 1});
-  const auto corpus = l2::train::generate_corpus(m, {.sequences = 60, .seed = 3});
-  l2::train::train_report report;
-  l2::train::train_options o;
-  o.kind = kind;
-  o.steps = 150;
-  o.heads = 3;
-  o.inner = 64;
-  if (attention)
-    return made[{kind, true}] = l2::train::attn_record(
-               l2::train::train_eagle_attn(m, corpus, o, {.heads = 2, .width = 8}, report), m,
-               report);
-  return made[{kind, false}] = l2::train::train_heads(m, corpus, o, report);
+  return llama2c_test::trained_heads({.weights = small(), .steps = 150}, kind, attention);
 }
 
 std::vector<std::vector<token_id>> prompts() {

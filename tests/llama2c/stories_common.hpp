@@ -11,6 +11,8 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include "run_or_skip.hpp"
+
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -29,12 +31,6 @@ inline const std::vector<std::string> prompts{"Once upon a time", "Lily and Ben 
 }  // namespace stories_test
 
 int main(int argc, char* argv[]) {
-  for (const auto& p : {stories_test::checkpoint_path, stories_test::tokenizer_path}) {
-    if (!std::filesystem::exists(p)) {
-      std::cout << "skipping: " << p.string()
-                << " not found; real-model tests need ../shared/models (set SPECDEC_MODELS_DIR)\n";
-      return 77;
-    }
-  }
-  return Catch::Session().run(argc, argv);
+  return llama2c_test::run_or_skip(argc, argv,
+                                   {stories_test::checkpoint_path, stories_test::tokenizer_path});
 }

@@ -4,6 +4,7 @@
 // and without its attention layer); the drafts are accepted often enough to show the heads
 // learned something.
 #include "stories_common.hpp"  // Catch's runner, main(), the paths and prompts
+#include "test_heads.hpp"
 
 #include <cstddef>
 #include <iostream>
@@ -57,22 +58,8 @@ std::vector<std::vector<token_id>> plain_outputs(std::size_t n) {
 // Short training runs on text the model generates itself (128-token stories: the context is
 // capped so the corpus stays small), a few seconds each.
 const l2::heads_record& trained(l2::heads_kind kind, bool attention = false) {
-  static std::map<std::pair<l2::heads_kind, bool>, l2::heads_record> made;
-  const auto it = made.find({kind, attention});
-  if (it != made.end()) return it->second;
-  l2::model m(weights(), {.max_context = 128, .threads = 1});
-  static const auto corpus = l2::train::generate_corpus(m, {.sequences = 60, .seed = 3});
-  l2::train::train_report report;
-  l2::train::train_options o;
-  o.kind = kind;
-  o.steps = 300;
-  o.heads = 3;
-  o.inner = 64;
-  if (attention)
-    return made[{kind, true}] = l2::train::attn_record(
-               l2::train::train_eagle_attn(m, corpus, o, {.heads = 2, .width = 8}, report), m,
-               report);
-  return made[{kind, false}] = l2::train::train_heads(m, corpus, o, report);
+  return llama2c_test::trained_heads({.weights = weights(), .max_context = 128, .steps = 300},
+                                     kind, attention);
 }
 
 constexpr std::size_t n_new = 80;
