@@ -494,7 +494,7 @@ if [ "$smoke" = 1 ] && [ ! -f "$out" ]; then cp docs/results.md "$out"; fi
 replace_block "$out" '<!-- results.sh: begin' '<!-- results.sh: end' "$generated"
 # The README's copy of the headline table (not in a smoke run: the README quotes real figures).
 if [ "$smoke" = 0 ] && [ "$out" = "$root/docs/results.md" ]; then
-  replace_block README.md '<!-- results.sh: headline begin' '<!-- results.sh: headline end' \
+  replace_block README.md '<!-- results.sh: headline begin .copied from' '<!-- results.sh: headline end' \
     "$work/headline_block.md"
 fi
 log "wrote $out"
