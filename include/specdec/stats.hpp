@@ -56,9 +56,11 @@ struct decode_stats {
   double tokens_per_target_call() const noexcept {
     return target_calls ? static_cast<double>(generated_tokens) / target_calls : 0.0;
   }
+  /// Seconds of decoding: the whole generation but the prompt's prefill.
+  double decode_seconds() const noexcept { return total_seconds - prefill_seconds; }
   /// Generated tokens per second of decoding (prompt excluded).
   double tokens_per_second() const noexcept {
-    const double t = total_seconds - prefill_seconds;
+    const double t = decode_seconds();
     return t > 0.0 ? generated_tokens / t : 0.0;
   }
   /// Acceptance rate at draft position i (accepted_at[i] / drafted_at[i]).
@@ -77,7 +79,7 @@ struct decode_stats {
     std::snprintf(line, sizeof line,
                   "generated %zu tokens in %.3f s (%.1f tokens/s), prompt %.3f s, %zu target "
                   "calls, %.2f tokens per target call\n",
-                  generated_tokens, total_seconds - prefill_seconds, tokens_per_second(),
+                  generated_tokens, decode_seconds(), tokens_per_second(),
                   prefill_seconds, target_calls, tokens_per_target_call());
     s += line;
     std::snprintf(line, sizeof line, "drafted %zu, accepted %zu, acceptance rate %.3f\n",

@@ -102,7 +102,7 @@ inline nlohmann::ordered_json stats_json(const specdec::decode_stats& s) {
   j["offered_at_rank"] = s.offered_at_rank;
   j["accepted_at_rank"] = s.accepted_at_rank;
   j["reused_prompt_tokens"] = s.reused_prompt_tokens;
-  const double decode = s.total_seconds - s.prefill_seconds;
+  const double decode = s.decode_seconds();
   j["seconds"] = {{"total", s.total_seconds},
                   {"prefill", s.prefill_seconds},
                   {"decode", decode},

@@ -199,9 +199,6 @@ int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, T
     // The same request without a drafter, on the same target (its cache is refilled).
     o.on_token = nullptr;
     const auto plain = specdec::generate_autoregressive(target, prompt, o);
-    const auto decode_s = [](const specdec::decode_stats& s) {
-      return s.total_seconds - s.prefill_seconds;
-    };
     const double speedup = r.stats.tokens_per_second() / plain.stats.tokens_per_second();
     // Greedy, coupled and sample-and-match runs promise plain decoding's very tokens.
     const bool same_tokens = c.sampling.temperature == 0.0f ||
@@ -214,10 +211,10 @@ int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, T
           {"identical", same_tokens ? json(plain.tokens == r.tokens) : json(nullptr)}};
     } else {
       std::printf("plain decoding: %zu tokens in %.3f s (%.1f tokens/s)\n",
-                  plain.stats.generated_tokens, decode_s(plain.stats),
+                  plain.stats.generated_tokens, plain.stats.decode_seconds(),
                   plain.stats.tokens_per_second());
       std::printf("speculative:    %zu tokens in %.3f s (%.1f tokens/s)\n",
-                  r.stats.generated_tokens, decode_s(r.stats), r.stats.tokens_per_second());
+                  r.stats.generated_tokens, r.stats.decode_seconds(), r.stats.tokens_per_second());
       std::printf("speed-up: %.2fx (tokens/s, prompt excluded)\n", speedup);
       if (same_tokens) std::printf("identical output: %s\n", plain.tokens == r.tokens ? "yes" : "no");
     }
