@@ -41,11 +41,7 @@ train=$B/examples/llama2c/specdec-train-heads
 for f in "$specdec" "$train" "$B/examples/llama2c/specdec-reshape"; do
   [[ -x $f ]] || { echo "llamacpp_heads_batch.sh: $f missing: build specdec-llama, specdec-train-heads and specdec-reshape" >&2; exit 1; }
 done
-# The speed policy asked for explicitly where specdec-llama takes -k auto (an older parser refuses
-# it with status 2 before loading anything, and runs the policy when no K is given).
-policy=()
-"$specdec" -m /nonexistent.gguf --draft ngram -k auto -p x >/dev/null 2>&1 && rc=0 || rc=$?
-[[ $rc == 2 ]] || policy=(-k auto)
+policy=(-k auto)  # specdec-llama's speed policy, asked for explicitly
 tests/llamacpp/make_gguf.sh "$M" "$G" "$B/examples/llama2c/specdec-reshape" \
   "$bin/llama-convert-llama2c-to-ggml" "$bin/llama-quantize" --big
 [[ -f $G/big.gguf ]] || { echo "llamacpp_heads_batch.sh: no models (../shared/models absent?)" >&2; exit 1; }

@@ -71,12 +71,7 @@ case $MODEL in
   *) echo "llamacpp_race.sh: MODEL is aidreams260K or stories260K, not '$MODEL'" >&2; exit 2 ;;
 esac
 [[ -f $G/big.gguf ]] || { echo "llamacpp_race.sh: no models (../shared/models absent?)" >&2; exit 1; }
-# specdec-llama's speed policy, asked for explicitly where the binary takes -k auto (a binary whose
-# parser predates it runs the policy when no K is given, its default with a drafter): parsing loads
-# nothing, so a refused flag exits 2 before the missing model's 1.
-policy=()
-"$specdec" -m /nonexistent.gguf -md /nonexistent.gguf --draft model -k auto -p x >/dev/null 2>&1 && rc=0 || rc=$?
-[[ $rc == 2 ]] || policy=(-k auto)
+policy=(-k auto)  # specdec-llama's speed policy, asked for explicitly
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 results=$out/results.tsv
