@@ -8,7 +8,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +18,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "common/cli/parse_number.hpp"
 
 namespace specdec::cli {
 
@@ -133,28 +134,25 @@ class flag_parser {
 
   std::uint64_t whole(const CLI::Option* o, const std::string& text) const {
     std::uint64_t v = 0;
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-    if (ec == std::errc::result_out_of_range) bad(o, text, "is out of range");
-    if (ec != std::errc() || ptr != end || text.empty()) bad(o, text, "is not a whole number");
+    const number_read r = parse_number(text, v);
+    if (r == number_read::out_of_range) bad(o, text, "is out of range");
+    if (r != number_read::ok) bad(o, text, "is not a whole number");
     return v;
   }
 
   std::size_t whole_at_most(const CLI::Option* o, const std::string& text, std::uint64_t max,
                             const std::string& bound_name) const {
     std::uint64_t v = 0;
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-    if ((ec == std::errc() && ptr == end && v > max) || ec == std::errc::result_out_of_range)
+    const number_read r = parse_number(text, v);
+    if (r == number_read::not_a_number) bad(o, text, "is not a whole number");
+    if (r == number_read::out_of_range || v > max)
       bad(o, text, "exceeds " + bound_name + " = " + std::to_string(max));
-    return static_cast<std::size_t>(whole(o, text));
+    return static_cast<std::size_t>(v);
   }
 
   float real(const CLI::Option* o, const std::string& text) const {
     float v = 0.0f;
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-    if (ec != std::errc() || ptr != end || text.empty()) bad(o, text, "is not a number");
+    if (parse_number(text, v) != number_read::ok) bad(o, text, "is not a number");
     if (!std::isfinite(v)) bad(o, text, "is not a finite number");
     return v;
   }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/cli/flag_parser.hpp"
+#include "common/cli/parse_number.hpp"
 
 namespace specdec::cli {
 
@@ -178,11 +179,9 @@ class shared_flags {
       c.threads = p.whole_at_most(threads_, threads_text_, 256, "the largest thread count");
     if (p.given(ngl_)) {  // llama.cpp's: N layers, auto (-1) or all (<= -2)
       long long v = 0;
-      const char* end = ngl_text_.data() + ngl_text_.size();
-      const auto [ptr, ec] = std::from_chars(ngl_text_.data(), end, v);
       if (ngl_text_ == "auto") v = -1;
       else if (ngl_text_ == "all") v = -2;
-      else if (ec != std::errc() || ptr != end || ngl_text_.empty())
+      else if (parse_number(ngl_text_, v) != number_read::ok)
         p.bad(ngl_, ngl_text_, "is not a whole number, auto or all");
       c.n_gpu_layers = v;
     }

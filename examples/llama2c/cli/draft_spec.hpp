@@ -3,11 +3,12 @@
 // loaded (a layer count above the model's is refused when the model is).
 #pragma once
 
-#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+
+#include "common/cli/parse_number.hpp"
 
 namespace specdec::llama2c {
 
@@ -40,8 +41,7 @@ inline draft_spec parse_draft_spec(const std::string& text) {
     s.kind = draft_kind::layers;
     const std::string l = d.substr(7);
     std::uint64_t v = 0;
-    const auto [ptr, ec] = std::from_chars(l.data(), l.data() + l.size(), v);
-    if (ec != std::errc() || ptr != l.data() + l.size() || l.empty())
+    if (specdec::cli::parse_number(l, v) != specdec::cli::number_read::ok)
       throw std::invalid_argument("L in layers:L is not a whole number");
     if (v == 0) throw std::invalid_argument("L in layers:L must be >= 1");
     s.layers = static_cast<std::size_t>(v);

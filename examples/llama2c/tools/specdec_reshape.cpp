@@ -9,7 +9,6 @@
 //
 // Exit status: 0 written; 2 for bad usage (checked before anything is read); 1 when IN cannot be
 // read, the shape cannot hold it, or OUT cannot be written (OUT is then untouched).
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -18,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/cli/parse_number.hpp"
 #include "llama2c/tools/reshape.hpp"
 
 namespace {
@@ -52,8 +52,8 @@ const char* const usage =
 // A header field: an integer in [1, 2^31 - 1], nothing after it.
 std::size_t field(std::string_view flag, std::string_view text) {
   std::size_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < 1 || value > 2147483647)
+  if (specdec::cli::parse_number(text, value) != specdec::cli::number_read::ok || value < 1 ||
+      value > 2147483647)
     fail(std::string(flag) + ": '" + std::string(text) + "' is not an integer in [1, 2147483647]");
   return value;
 }
