@@ -99,7 +99,10 @@ TEST_CASE("llamacpp stories260K: context_model and tree_model pass the conforman
   o.tokens = prompts()[1];
   const auto more = prompts()[2];
   o.tokens.insert(o.tokens.end(), more.begin() + 1, more.end());
-  o.tolerance = 1e-3f;  // F32 rows of a batch and of one token take different kernels
+  // F32 rows of a batch and of one token take different kernels, so they agree to rounding:
+  // stories260K's logits (larger than aidreams260K's) differed by up to 1.4e-3 in a tree call on
+  // an AVX2/FMA build (1.0e-3 on SSE); a cache bug differs by order 1.
+  o.tolerance = 5e-3f;
   SECTION("context_model") {
     const auto rep = specdec::testing::run_all(
         [] { return context_model(target(), {.n_ctx = n_ctx, .n_threads = 1}); }, o);
