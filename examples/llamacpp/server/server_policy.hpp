@@ -152,8 +152,11 @@ inline void calibrate_policy(llama_context* target, llama_context* draft, int sl
  * predicts 5% more: llama.cpp reuses its compute graph only while a batch keeps its shape and
  * builds it again for every new shape, and on the race's 110M model (four slots, F32) drafts of
  * mixed or changing lengths ran at 80 tokens/s where the same drafts at one constant K ran at
- * 128. Until 4 steps have measured depth 0 the cap is drafted; when the plan is K = 0, one plan
- * in 8 x generating drafts a token, so that a change in acceptance is seen.
+ * 128. Until 4 steps have measured depth 0 the cap is drafted. While the plan is K = 0, a probe
+ * (one slot drafting one token) keeps the acceptance estimate current: first after 8 steps, then
+ * after twice as many steps as the probe before, up to 256, until a plan drafts again. A probe
+ * costs the draft model's catch-up on the slot's tokens since its last draft and a batch of
+ * another shape; backing off keeps that work rare where the draft never pays.
  */
 class chain_plan {
  public:
@@ -165,9 +168,19 @@ class chain_plan {
     const int max_k = std::min(cap, policy.max_k);
     if (offered_.empty() || offered_[0] < 4.0) return max_k;  // measure first
     if (generating != planned_for_ || dirty_) replan(generating);
-    int k = std::min(k_, max_k);
-    if (k == 0 && ++idle_ % (8 * std::max<std::size_t>(generating, 1)) == 0) k = 1;
-    return k;
+    const int k = std::min(k_, max_k);
+    if (k > 0) {
+      idle_ = 0;
+      probe_gap_ = 0;
+      return k;
+    }
+    // Plans are per slot: `generating` of them make a step.
+    const std::size_t per_step = std::max<std::size_t>(generating, 1);
+    if (probe_gap_ == 0) probe_gap_ = first_probe_gap * per_step;
+    if (++idle_ < probe_gap_) return 0;
+    idle_ = 0;
+    probe_gap_ = std::min(2 * probe_gap_, last_probe_gap * per_step);
+    return 1;
   }
 
   /// A verification kept `accepted` of `drafted` drafts.
@@ -208,12 +221,16 @@ class chain_plan {
     dirty_ = false;
   }
 
+  static constexpr std::size_t first_probe_gap = 8;   // steps before the first probe at K = 0
+  static constexpr std::size_t last_probe_gap = 256;  // ... and the most between two probes
+
   std::vector<double> offered_;  // verifications that offered a draft at depth d (decayed)
   std::vector<double> kept_;     // ... and kept it
   int k_ = -1;                   // the K planned (-1: none yet)
   std::size_t planned_for_ = 0;  // the generating count k_ was planned for
   bool dirty_ = true;            // a verification since the last plan
-  std::size_t idle_ = 0;
+  std::size_t idle_ = 0;         // plans at K = 0 since the last probe
+  std::size_t probe_gap_ = 0;    // plans between probes (0: K > 0, start again from the first)
 };
 
 /// The server's chain plan (one per process, shared by the slots).
