@@ -19,7 +19,7 @@
 #                  (K in STOCK_KS, default "2 4 8"); the tables add stock-spec-best, the best K per point
 #   specdec-plain  PATCHED_BIN, no draft
 #   specdec-policy PATCHED_BIN -md DRAFT --spec-type draft-simple (no K: specdec's speed policy
-#                  picks K per slot and step, 0 included)
+#                  picks one K for all generating slots each step, 0 included)
 #   specdec-spec-K the same with --spec-draft-n-max K --spec-draft-n-min 0 (K in SPECDEC_KS,
 #                  default "4")
 #   specdec-policy-coupled  specdec-policy with SPECDEC_SEEDED=coupled (SEEDS=request only)
