@@ -154,9 +154,9 @@ inline void calibrate_policy(llama_context* target, llama_context* draft, int sl
  * mixed or changing lengths ran at 80 tokens/s where the same drafts at one constant K ran at
  * 128. Until 4 steps have measured depth 0 the cap is drafted. While the plan is K = 0, a probe
  * (one slot drafting one token) keeps the acceptance estimate current: first after 8 steps, then
- * after twice as many steps as the probe before, up to 256, until a plan drafts again. A probe
- * costs the draft model's catch-up on the slot's tokens since its last draft and a batch of
- * another shape; backing off keeps that work rare where the draft never pays.
+ * after twice as many steps as the probe before, up to 256, until a plan drafts again: a probe
+ * costs a draft call and a batch of another shape, and backing off keeps them rare where the
+ * draft never pays.
  */
 class chain_plan {
  public:
