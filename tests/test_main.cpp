@@ -1,3 +1,4 @@
-// The Catch2 main shared by the unit-test programs.
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// The main() of the unit-test programs (Catch's implementation is catch_runner.cpp's).
+#include "catch_runner.hpp"
+
+int main(int argc, char* argv[]) { return specdec_test::run_catch(argc, argv); }

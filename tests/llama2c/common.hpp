@@ -2,12 +2,11 @@
 // the run.c reference output, and the program's main(), which skips (exit 77, CTest: skipped)
 // when the checkpoint is absent.
 //
-// Each program includes this header once, in its one source file: it defines main() and Catch's
-// runner. A program that sets Eigen macros (EIGEN_RUNTIME_NO_MALLOC, eigen_assert) defines them
+// Each program includes this header once, in its one source file: it defines main() (Catch's
+// implementation is tests/catch_runner.cpp's, linked once). A program that sets Eigen macros (EIGEN_RUNTIME_NO_MALLOC, eigen_assert) defines them
 // before including it, since the header includes Eigen through the adapter's headers.
 #pragma once
 
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include "run_or_skip.hpp"

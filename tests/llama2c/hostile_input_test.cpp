@@ -8,7 +8,6 @@
 // whose runtimes define operator new themselves, it does not (the bound checks then pass
 // trivially; the fuzz targets' 1 GB malloc limit covers those builds).
 
-#define CATCH_CONFIG_MAIN
 #include <unistd.h>
 
 #include <algorithm>

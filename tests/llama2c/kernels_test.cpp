@@ -1,7 +1,6 @@
 // The engine's kernels against plain loops: the weight product for every batch size up to 70
 // (tile remainders, output remainders, k tails), on one thread and on a pool of two, and the
 // thread pool itself. Needs no checkpoint.
-#define CATCH_CONFIG_MAIN
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>

@@ -3,8 +3,9 @@
 // n-gram drafter's defaults draft no fewer tokens per verification step than the former defaults
 // (2..4-grams) on any task, at K = 8 and K = 64. Counts, not times: a perfect target keeps the
 // matching prefix and one more token. Skips (exit 77) without the documents or the tokenizer.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "catch_runner.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -110,5 +111,5 @@ int main(int argc, char* argv[]) {
                    "SPECDEC_MODELS_DIR)\n";
       return 77;
     }
-  return Catch::Session().run(argc, argv);
+  return specdec_test::run_catch(argc, argv);
 }

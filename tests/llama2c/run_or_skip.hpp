@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "catch_runner.hpp"
+
 #include <filesystem>
 #include <initializer_list>
 #include <iostream>
@@ -20,7 +22,7 @@ inline int run_or_skip(int argc, char* argv[],
       return 77;
     }
   }
-  return Catch::Session().run(argc, argv);
+  return specdec_test::run_catch(argc, argv);
 }
 
 }  // namespace llama2c_test

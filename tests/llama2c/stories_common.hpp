@@ -4,11 +4,10 @@
 // English, 5 layers, 8 query heads on 4 KV heads (grouped-query attention), seq_len 512, its own
 // 512-token vocabulary (../shared/models/README.md).
 //
-// Each program includes this header once, in its one source file: it defines main() and Catch's
-// runner.
+// Each program includes this header once, in its one source file: it defines main() (Catch's
+// implementation is tests/catch_runner.cpp's, linked once).
 #pragma once
 
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include "run_or_skip.hpp"

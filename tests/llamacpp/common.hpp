@@ -3,8 +3,9 @@
 // skipped) when the models were not made (no ../shared/models).
 #pragma once
 
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "catch_runner.hpp"
 
 #include <filesystem>
 #include <iostream>
@@ -54,5 +55,5 @@ int main(int argc, char* argv[]) {
       return 77;
     }
   specdec::llamacpp::set_llama_log_level(true);
-  return Catch::Session().run(argc, argv);
+  return specdec_test::run_catch(argc, argv);
 }

@@ -3,7 +3,6 @@
 // --grammar, -fa, --draft heads:FILE, -np, --verification; llama.cpp's defaults (shared with
 // specdec-generate, common/cli/shared_flags.hpp), -ngl, --spec-type.
 // Parsing loads nothing, so this runs without the GGUF models.
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <llamacpp/cli/llama_cli.hpp>

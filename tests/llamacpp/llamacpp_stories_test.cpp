@@ -4,8 +4,9 @@
 // conformance kit passes on context_model and tree_model, and greedy speculative output equals
 // plain greedy with its first 4 layers as the draft model (chains and trees) and prompt lookup.
 // Skips (exit 77) when stories.gguf was not made (no ../shared/models).
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "catch_runner.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -157,5 +158,5 @@ int main(int argc, char* argv[]) {
       return 77;
     }
   specdec::llamacpp::set_llama_log_level(true);
-  return Catch::Session().run(argc, argv);
+  return specdec_test::run_catch(argc, argv);
 }
