@@ -57,6 +57,15 @@ struct speed_policy {
   }
 };
 
+/// The most drafts each of `generating` slots can add to a batch of `n_batch` tokens beside its
+/// sampled token (llama-server asserts that every slot's 1 + K tokens fit): n_batch / generating
+/// - 1, and 0 when even the sampled tokens fill it.
+inline int batch_room(int n_batch, std::size_t generating) {
+  const std::size_t g = std::max<std::size_t>(generating, 1);
+  const std::size_t per_slot = static_cast<std::size_t>(std::max(n_batch, 0)) / g;
+  return per_slot == 0 ? 0 : static_cast<int>(per_slot - 1);
+}
+
 /// The server's policy (one per process: one target and one draft model).
 inline speed_policy& server_policy() {
   static speed_policy policy;
@@ -116,21 +125,30 @@ class calibration_sequence {
 
 }  // namespace detail
 
+/// The most tokens one calibration call may decode into sequence 0 of `ctx`: llama_decode
+/// asserts that a batch fits n_batch, and the sequence holds n_ctx_seq cells.
+inline std::size_t calibration_room(const llama_context* ctx) {
+  return std::max<std::size_t>(1, std::min(llama_n_batch(ctx), llama_n_ctx_seq(ctx)));
+}
+
 /// Measures the cost curves at start-up, before any slot serves, with specdec's
 /// measure_cost_curve: the target at 1 to slots x (max_k + 1) tokens a call, the draft model at 1
-/// to slots. A second or two on a 110M model on two cores. On an error the policy stays off.
+/// to slots, each within one batch and one slot's context (calibration_room; the curves are
+/// extrapolated past what was measured). A second or two on a 110M model on two cores. On an
+/// error the policy stays off.
 inline void calibrate_policy(llama_context* target, llama_context* draft, int slots) {
   auto& policy = server_policy();
   if (!policy.active) return;
   try {
     calibrate_options options;
     options.budget_seconds = 1.0;
-    options.max_n = static_cast<std::size_t>(std::max(1, slots) * (policy.max_k + 1));
+    options.max_n = std::min(static_cast<std::size_t>(std::max(1, slots) * (policy.max_k + 1)),
+                             calibration_room(target));
     detail::calibration_sequence t(target);
     policy.target = measure_cost_curve(t, options);
     policy.draft.clear();
     if (draft != nullptr) {
-      options.max_n = static_cast<std::size_t>(std::max(1, slots));
+      options.max_n = std::min(static_cast<std::size_t>(std::max(1, slots)), calibration_room(draft));
       detail::calibration_sequence d(draft);
       policy.draft = measure_cost_curve(d, options);
     }

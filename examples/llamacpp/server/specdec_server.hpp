@@ -3,11 +3,12 @@
 // its draft model picks a draft token and where it verifies a draft. Compiled inside llama.cpp's
 // tools/server (it includes llama.cpp's common/sampling.h); C++20, Eigen and specdec's headers.
 //
-// Each row of the target is processed by the slot's own sampler chain (reasoning budget, grammar
-// first, then logit bias, penalties, DRY, top-k, typical, top-p, min-p, XTC, temperature: every
-// sampler llama-server runs), and the processed logits are the row specdec draws from. So the
-// output law is llama-server's without speculation, and a row is processed only when it is read:
-// the chain (and its penalties' history) sees exactly the tokens the slot emits, one row each.
+// Each row of the target is processed by the slot's own sampler (reasoning budget, grammar, logit
+// bias, penalties, DRY, top-k, typical, top-p, min-p, XTC, temperature: every sampler
+// llama-server runs) into the law stock llama-server draws the slot's token from, grammar
+// included (stock_row.hpp), and specdec draws from that row. So the output law is llama-server's
+// without speculation, and a row is processed only when it is read: the sampler (and its
+// penalties' history) sees exactly the tokens the slot emits, one row each.
 #pragma once
 
 #include <algorithm>
@@ -35,6 +36,7 @@
 #include <specdec/verify/rejection.hpp>
 
 #include "server_policy.hpp"
+#include "stock_row.hpp"
 
 namespace specdec::llama_server {
 
@@ -110,11 +112,16 @@ class slot_speculation {
     q_count_ = 0;
     q_tokens_.clear();
     rows_.reserve(n_vocab_);
+    row_ws_.reserve(n_vocab_);
   }
 
-  /// This step's draft length: `cap` (the room the slot has) unless the speed policy runs
-  /// (server_policy.hpp), then its plan for `generating` slots sharing the step, 0 for no draft.
-  int plan_k(int cap, std::size_t generating) { return server_chain_plan().plan(cap, generating); }
+  /// This step's draft length, 0 for no draft: at most `cap` (the room the slot has in its
+  /// context) and at most what one llama_decode of `n_batch` tokens holds when `generating` slots
+  /// each add their token and K drafts (n_batch / generating - 1, 0 when that is below 0); the
+  /// speed policy's plan within that when it runs (server_policy.hpp), else that bound itself.
+  int plan_k(int cap, std::size_t generating, int n_batch) {
+    return server_chain_plan().plan(std::min(cap, batch_room(n_batch, generating)), generating);
+  }
 
   rule current() const noexcept { return rule_; }
 
@@ -215,16 +222,10 @@ class slot_speculation {
     return rows_.data();
   }
 
-  // Row idx of ctx through the slot's sampler chain, grammar first, into `out` (V logits; -inf
-  // for the tokens the chain removed). The chain's own draw is discarded.
-  void process_row(common_sampler* smpl, llama_context* ctx, int idx, float* out) const {
-    common_sampler_sample(smpl, ctx, idx, /*grammar_first=*/true);
-    const llama_token_data_array* cur = common_sampler_get_candidates(smpl, false);
-    std::fill(out, out + n_vocab_, -std::numeric_limits<float>::infinity());
-    for (std::size_t j = 0; j < cur->size; ++j) {
-      const auto& c = cur->data[j];
-      if (c.id >= 0 && static_cast<std::size_t>(c.id) < n_vocab_) out[c.id] = c.logit;
-    }
+  // Row idx of ctx processed into stock llama-server's law for the slot's token (stock_row.hpp):
+  // `out` gets V logits, -inf where the law is 0.
+  void process_row(common_sampler* smpl, llama_context* ctx, int idx, float* out) {
+    stock_row(smpl, ctx, idx, std::span<float>(out, n_vocab_), row_ws_);
   }
 
   // The largest probability of a row of logits at temperature 1.
@@ -287,6 +288,7 @@ class slot_speculation {
   std::uint64_t seed_ = 0;
   sampling_params draft_sp_;
   std::vector<float> rows_;       // processed target rows, n + 1 of V
+  stock_row_workspace row_ws_;
   std::vector<float> q_;          // the draft model's q rows, q_count_ of V
   std::size_t q_count_ = 0;
   std::vector<token_id> q_tokens_;  // the draft tokens drawn by draft()

@@ -9,6 +9,8 @@
 # load-test.mjs (load, cancellation and faults) against it under one overall timeout
 # ($CLIENT_TESTS_TIMEOUT seconds, default 240); always stops the server. Exits with the tests'
 # status: 0 when both pass. Runs `npm ci` (network: the npm registry) when node_modules is missing.
+# CLIENT_TESTS_SCRIPTS picks the scripts (default "client-test.mjs load-test.mjs"; e.g.
+# load-test.mjs alone against a server started with other slot and batch counts).
 #
 # One thread: the test models are tiny (a token takes ~0.1 ms), and on a small machine shared with
 # builds ggml's threads spin-waiting on a descheduled peer made tokens take 150 ms with -t 2.
@@ -119,8 +121,10 @@ run_test() {  # NAME SCRIPT: runs it within what is left of the budget
   (( rc == 0 )) || status=1
 }
 
-run_test client-test client-test.mjs
-run_test load-test load-test.mjs
+for script in ${CLIENT_TESTS_SCRIPTS:-client-test.mjs load-test.mjs}; do
+  [[ -f $here/$script ]] || die "CLIENT_TESTS_SCRIPTS: no $script in $here"
+  run_test "${script%.mjs}" "$script"
+done
 
 if grep -qiE 'GGML_ASSERT|segmentation fault|terminate called|core dumped' "$log"; then
   echo "run-client-tests.sh: the server log shows a crash or an assertion" >&2
