@@ -23,7 +23,7 @@ Checks (each one's verdict is printed; exit 0 only if all pass):
      t1:       temperature 1, top-k 0, top-p 1, min-p 0, no penalty
      defaults: llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, and a
                repeat penalty of 1.1 over the last 64 tokens
-     grammar:  the defaults with a GBNF grammar forbidding every token with an "e" (a lipogram):
+     grammar:  the defaults with a GBNF grammar forbidding spaces (most likely tokens start with one):
                stock draws from the chain and redraws under the grammar only when its draw is
                invalid, and that law, not the grammar-first chain's, is what the patched server
                must give
