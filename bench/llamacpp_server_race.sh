@@ -22,7 +22,7 @@
 #                  picks one K for all generating slots each step, 0 included)
 #   specdec-spec-K the same with --spec-draft-n-max K --spec-draft-n-min 0 (K in SPECDEC_KS,
 #                  default "4")
-#   specdec-policy-coupled  specdec-policy with SPECDEC_SEEDED=coupled (SEEDS=request only)
+#   specdec-policy-coupled  specdec-policy with LLAMA_ARG_SPEC_SEEDED=coupled (SEEDS=request only)
 # SEEDS=none (the default) sends no seed, as most clients: the patched server verifies by
 # rejection sampling with the draft's q, and at T > 0 each server draws its own tokens (the
 # same-text column is blank there). SEEDS=request sends seed i with request i: the patched server
@@ -86,7 +86,7 @@ R=${ROUNDS:-1}
 py=/usr/bin/python3
 SEEDS=${SEEDS:-none}
 [[ $SEEDS == request || $SEEDS == none ]] || { echo "llamacpp_server_race.sh: SEEDS is request or none" >&2; exit 1; }
-unset SPECDEC_SEEDED  # set for specdec-spec-coupled alone
+unset LLAMA_ARG_SPEC_SEEDED  # set for specdec-spec-coupled alone
 for f in "$patched" "$stock"; do
   [[ -x $f ]] || { echo "llamacpp_server_race.sh: $f is not an executable llama-server" >&2; exit 1; }
 done
@@ -141,8 +141,8 @@ for k in ${SPECDEC_KS-4}; do
   add "specdec-spec-$k" "$patched" "$spec --spec-draft-n-max $k --spec-draft-n-min 0"
 done
 # Seeded requests: the patched server keeps llama.cpp's own rule (sample-and-match) unless told
-# SPECDEC_SEEDED=coupled; without a seed, its rule is rejection sampling (SEEDS=none).
-[[ $SEEDS == none ]] || add specdec-policy-coupled "$patched" "$spec" SPECDEC_SEEDED=coupled
+# LLAMA_ARG_SPEC_SEEDED=coupled; without a seed, its rule is rejection sampling (SEEDS=none).
+[[ $SEEDS == none ]] || add specdec-policy-coupled "$patched" "$spec" LLAMA_ARG_SPEC_SEEDED=coupled
 [[ ${#names[@]} -gt 0 ]] || { echo "llamacpp_server_race.sh: SYSTEMS='${SYSTEMS:-}' matches no system" >&2; exit 1; }
 
 declare -A pid port

@@ -26,7 +26,7 @@
 #include <llamacpp/adapters/vocab_text.hpp>
 
 #include "sampling.h"
-#include "stock_row.hpp"
+#include "specdec_server.hpp"  // slot_speculation (and stock_row.hpp)
 
 using specdec::token_id;
 using namespace specdec::llamacpp;
@@ -193,5 +193,93 @@ TEST_CASE("llamacpp server row: stock llama-server's law under a grammar, for ea
         CHECK_FALSE(control.pass());
       }
     }
+  }
+}
+
+// A draft model whose vocabulary is smaller than the target's (llama.cpp pairs them up to 128
+// tokens apart): draft() reads only the draft's row and draws only ids the draft model has.
+// The row handed to draft() is followed by 64 huge logits that a reader of the target's width
+// would take for the row's best tokens.
+TEST_CASE("llamacpp server draft: a draft model with a smaller vocabulary") {
+  const gguf_model& model = t::target();
+  const std::size_t n_vocab = static_cast<std::size_t>(llama_vocab_n_tokens(model.vocab()));
+  const std::size_t n_draft = n_vocab - 64;
+  context_model m(model, {.n_ctx = 256, .n_threads = 1});
+  const std::vector<token_id>& prompt = t::prompts[0];
+  std::vector<float> logits(prompt.size() * n_vocab);
+  m.append(prompt, logits);
+  std::vector<float> row(logits.end() - static_cast<std::ptrdiff_t>(n_vocab), logits.end());
+  std::fill(row.begin() + static_cast<std::ptrdiff_t>(n_draft), row.end(), 1e4f);
+
+  for (const float temp : {0.0f, 1.0f}) {
+    INFO("temperature " << temp);
+    common_params_sampling params;  // no seed: the rejection rule, draft() draws
+    params.temp = temp;
+    params.top_k = 0;
+    params.top_p = 1.0f;
+    params.min_p = 0.0f;
+    params.no_perf = true;
+    auto smpl = make_sampler(params, "", {});
+    specdec::llama_server::slot_speculation sd;
+    sd.start(params, false, false, smpl.get(), n_vocab, n_draft);
+    REQUIRE(sd.draws_drafts());
+    std::size_t beyond = 0;
+    for (int i = 0; i < 200; ++i) {
+      sd.begin_draft(0);
+      const llama_token x = sd.draft(row.data(), 0, 0.0f);
+      REQUIRE(x != LLAMA_TOKEN_NULL);
+      if (static_cast<std::size_t>(x) >= n_draft) ++beyond;
+    }
+    CHECK(beyond == 0);
+  }
+}
+
+// Log-probabilities of emitted tokens (n_probs with post_sampling_probs): what the patched server
+// reports for a token specdec drew (from the row it processed) equals what stock reports for the
+// same row after its own draw (llama.cpp's candidates after the chain), for llama-server's default
+// chain and for greedy decoding.
+TEST_CASE("llamacpp server probs: an emitted token's post-sampling probabilities are stock's") {
+  const gguf_model& model = t::target();
+  const std::size_t n_vocab = static_cast<std::size_t>(llama_vocab_n_tokens(model.vocab()));
+  context_model m(model, {.n_ctx = 256, .n_threads = 1});
+  const std::vector<token_id>& prompt = t::prompts[0];
+  std::vector<float> logits(prompt.size() * n_vocab);
+  m.append(prompt, logits);
+  llama_context* ctx = m.context();
+  const int idx = static_cast<int>(prompt.size()) - 1;
+
+  for (const float temp : {0.8f, 0.0f}) {
+    INFO("temperature " << temp);
+    common_params_sampling params;  // llama-server's defaults, no seed
+    params.temp = temp;
+    params.n_probs = 8;
+    params.no_perf = true;
+    auto stock = make_sampler(params, "", {});
+    const llama_token stock_x = common_sampler_sample(stock.get(), ctx, idx);
+    const llama_token_data_array* cur = common_sampler_get_candidates(stock.get(), true);
+
+    auto smpl = make_sampler(params, "", {});
+    auto saved = make_sampler(params, "", {});
+    specdec::llama_server::slot_speculation sd;
+    sd.start(params, false, false, smpl.get(), n_vocab, n_vocab);
+    const std::vector<llama_token> out = sd.verify(smpl.get(), saved.get(), ctx, {idx}, {}, 0, false);
+    REQUIRE(out.size() == 1);
+    REQUIRE(sd.has_probs(0));
+    const auto probs = sd.emitted_probability(0);
+    std::size_t n_stock = 0;
+    while (n_stock < std::min<std::size_t>(8, cur->size) && cur->data[n_stock].p != 0.0f) ++n_stock;
+    REQUIRE(probs.top.size() == n_stock);
+    CHECK(n_stock >= (temp > 0.0f ? 2u : 1u));
+    for (std::size_t i = 0; i < n_stock; ++i) {
+      CHECK(probs.top[i].id == cur->data[i].id);
+      CHECK(std::abs(probs.top[i].p - cur->data[i].p) < 1e-6);
+    }
+    // The emitted token's own probability, as stock finds it among all its candidates.
+    float stock_p = 0.0f;
+    for (std::size_t j = 0; j < cur->size; ++j)
+      if (cur->data[j].id == out[0]) stock_p = cur->data[j].p;
+    CHECK(stock_p > 0.0f);
+    CHECK(std::abs(probs.prob - stock_p) < 1e-6);
+    if (temp == 0.0f) CHECK(out[0] == stock_x);
   }
 }

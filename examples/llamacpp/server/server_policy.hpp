@@ -9,12 +9,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
-#include <cstring>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "common.h"
 #include "llama.h"
 #include "log.h"
 
@@ -25,10 +25,12 @@ namespace specdec::llama_server {
 
 /// The server-wide part of the policy: whether it runs, its K cap and the calibrated cost.
 struct speed_policy {
-  /// On when the command line (or LLAMA_ARG_SPEC_DRAFT_N_MAX) gives no draft length.
+  /// On for draft-simple when the draft length is "auto" (policy_setup).
   bool active = false;
   /// The largest K the policy plans (llama-server's draft length cap while it is active).
   int max_k = 8;
+  /// --spec-draft-n-min: no K between 0 and n_min is planned.
+  int n_min = 0;
   /// t[n] = seconds for one llama_decode of n tokens (n = 1..t.size() - 1), measured.
   std::vector<double> target;
   /// d[n] = seconds for the draft model to decode n tokens in one call (0 without a draft model).
@@ -72,14 +74,31 @@ inline speed_policy& server_policy() {
   return policy;
 }
 
-/// Called by llama-server's main after parsing: the policy runs unless a draft length was given,
-/// and then raises llama-server's cap to the policy's (`n_max`: params.speculative.draft.n_max).
-inline void policy_from_args(int argc, char** argv, int& n_max) {
-  bool given = std::getenv("LLAMA_ARG_SPEC_DRAFT_N_MAX") != nullptr;
-  for (int i = 1; i < argc && !given; ++i) given = std::strcmp(argv[i], "--spec-draft-n-max") == 0;
+/// Called by llama-server before it makes its speculative context (the spec types are final
+/// then: given, or read from the draft GGUF): the policy runs when the draft length is "auto"
+/// (`--spec-draft-n-max auto`, and the default: no number was given by the flag, its
+/// LLAMA_ARG_SPEC_DRAFT_N_MAX twin, config.ini or a preset) and draft-simple is the only type
+/// (the cost model is a draft model's; n-gram, EAGLE-3, MTP and DFlash drafts keep llama.cpp's own
+/// lengths). It then sets llama-server's cap to the policy's: 8, or --spec-draft-n-min when that
+/// is larger (the policy never plans a K between 0 and n_min: llama.cpp drops such drafts).
+inline void policy_setup(common_params_speculative& spec) {
   auto& policy = server_policy();
-  policy.active = !given;
-  if (policy.active) n_max = policy.max_k;
+  // (llama.cpp's list starts as {none}; --spec-type adds to it)
+  const bool draft_simple_only =
+      std::find(spec.types.begin(), spec.types.end(), COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE) != spec.types.end() &&
+      std::all_of(spec.types.begin(), spec.types.end(), [](common_speculative_type t) {
+        return t == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE || t == COMMON_SPECULATIVE_TYPE_NONE;
+      });
+  policy.active = spec.draft.n_max_auto && draft_simple_only && spec.has_dft();
+  policy.n_min = std::max(0, spec.draft.n_min);
+  policy.max_k = std::max(8, policy.n_min);
+  if (policy.active) {
+    spec.draft.n_max = policy.max_k;
+  } else if (spec.draft.n_max_auto && draft_simple_only) {
+    LOG_WRN("specdec: --spec-draft-n-max auto without a draft model: llama.cpp's %d\n", spec.draft.n_max);
+  }
+  LOG_INF("specdec: draft length %s\n", policy.active ? "auto (the speed policy plans K each step, 0 to 8 or n_min)"
+                                                     : "as llama.cpp's options give it");
 }
 
 namespace detail {
@@ -184,6 +203,7 @@ class chain_plan {
     const auto& policy = server_policy();
     if (!policy.active || cap <= 0 || policy.target.size() < 2) return cap;
     const int max_k = std::min(cap, policy.max_k);
+    if (max_k < policy.n_min) return 0;  // llama.cpp would drop the draft
     if (offered_.empty() || offered_[0] < 4.0) return max_k;  // measure first
     if (generating != planned_for_ || dirty_) replan(generating);
     const int k = std::min(k_, max_k);
@@ -198,7 +218,18 @@ class chain_plan {
     if (++idle_ < probe_gap_) return 0;
     idle_ = 0;
     probe_gap_ = std::min(2 * probe_gap_, last_probe_gap * per_step);
-    return 1;
+    return std::max(1, policy.n_min);
+  }
+
+  /// The K planned last (-1 before the first plan), for /slots.
+  int planned() const noexcept { return k_; }
+
+  /// The share of drafts kept at each depth, over the recent verifications of all slots (the
+  /// counts the plans use), for /slots.
+  std::vector<double> acceptance_by_depth() const {
+    std::vector<double> a;
+    for (std::size_t d = 0; d < offered_.size() && offered_[d] > 0.0; ++d) a.push_back(kept_[d] / offered_[d]);
+    return a;
   }
 
   /// A verification kept `accepted` of `drafted` drafts.
@@ -221,7 +252,14 @@ class chain_plan {
     const auto& policy = server_policy();
     acceptance_profile profile;
     double prior = kept_[0] / offered_[0];
-    for (std::size_t d = 0; d < offered_.size() && d < static_cast<std::size_t>(policy.max_k); ++d) {
+    for (std::size_t d = 0; d < static_cast<std::size_t>(policy.max_k); ++d) {
+      if (d >= offered_.size()) {
+        // Depths never offered count as the depth above only up to n_min (so that a chain of
+        // n_min can be weighed against none); deeper ones are not planned before measured.
+        if (d >= static_cast<std::size_t>(policy.n_min)) break;
+        profile.rate.push_back({prior});
+        continue;
+      }
       // One pseudo-observation at the depth above's rate: rarely reached depths lean on it.
       const double rate = (kept_[d] + prior) / (offered_[d] + 1.0);
       profile.rate.push_back({std::clamp(rate, 0.0, 1.0)});
@@ -229,12 +267,19 @@ class chain_plan {
     }
     const step_cost_model cost = policy.cost_for(generating);
     const tree_plan best = plan_chain(profile, cost, static_cast<std::size_t>(policy.max_k), 0.02);
-    const int k = static_cast<int>(best.branching.size());
-    if (k_ < 0 || k == k_ ||
-        best.tokens_per_second() >=
-            1.05 * predict_plan(std::vector<std::size_t>(static_cast<std::size_t>(k_), 1), profile, cost)
-                       .tokens_per_second())
-      k_ = k;
+    const auto chain_speed = [&](int k) {
+      return predict_plan(std::vector<std::size_t>(static_cast<std::size_t>(k), 1), profile, cost)
+          .tokens_per_second();
+    };
+    int k = static_cast<int>(best.branching.size());
+    double speed = best.tokens_per_second();
+    if (k > 0 && k < policy.n_min) {
+      // A K below n_min would be dropped: n_min or nothing, whichever predicts more.
+      const double at_min = chain_speed(policy.n_min), at_zero = chain_speed(0);
+      k = at_min > at_zero ? policy.n_min : 0;
+      speed = std::max(at_min, at_zero);
+    }
+    if (k_ < 0 || k == k_ || speed >= 1.05 * chain_speed(k_)) k_ = k;
     planned_for_ = generating;
     dirty_ = false;
   }

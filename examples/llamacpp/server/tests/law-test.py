@@ -6,15 +6,15 @@ Run by law-test.sh (which starts the six servers); by hand, every option below i
   --draft-url           PATCHED, with a draft model that differs from the target (a cut-layer
                         draft: rejections and residual draws must happen): -np 4, `-md DRAFT
                         --spec-type draft-simple --spec-draft-n-max K --spec-draft-p-min 0 -lv 4`,
-                        and in its environment SPECDEC_SEEDED=coupled and LLAMA_TRACE=1, its log
+                        and in its environment LLAMA_ARG_SPEC_SEEDED=coupled and LLAMA_TRACE=1, its log
                         in --draft-log (the "accepted a/L draft tokens" line of every verification
                         step shows which positions were drafted; -lv 4, each request's rule)
-  --nodraft-url         PATCHED, no draft, SPECDEC_SEEDED=coupled
+  --nodraft-url         PATCHED, no draft, LLAMA_ARG_SPEC_SEEDED=coupled
   --stock-url           STOCK llama-server (the same llama.cpp without specdec), no draft: its own
                         sampling is the reference law
   --stock-draft-url     STOCK with the same draft options
-  --seeded-draft-url    PATCHED with the draft, no SPECDEC_SEEDED (the default rule for a seed)
-  --seeded-nodraft-url  PATCHED, no draft, no SPECDEC_SEEDED
+  --seeded-draft-url    PATCHED with the draft, no LLAMA_ARG_SPEC_SEEDED (the default rule for a seed)
+  --seeded-nodraft-url  PATCHED, no draft, no LLAMA_ARG_SPEC_SEEDED
 
 Checks (each one's verdict is printed; exit 0 only if all pass):
 
@@ -49,7 +49,7 @@ Checks (each one's verdict is printed; exit 0 only if all pass):
    test has no power.
 3. Same seed, same tokens: --seeds seeds (default 20), at temperature 0.8 (the defaults above)
    and 1.0 (t1 above), n_predict 32, return_tokens, cache_prompt off, each server's requests one
-   at a time. With SPECDEC_SEEDED=coupled (coupled draws keyed by seed and position) the patched
+   at a time. With LLAMA_ARG_SPEC_SEEDED=coupled (coupled draws keyed by seed and output index) the patched
    server without and with the draft must return identical token lists, the draft must have had
    tokens kept, and the tokens must not all be stock's (else the variable was not seen).
 3b. The default rule for a seed (since the patch series' seeded requests keep llama.cpp's own
@@ -436,7 +436,7 @@ def main() -> int:
     c_draft, c_acc = drafted("coupled+draft")
     coupled_is_stock = n_seeded - len(differ("coupled", "stock"))
     ok3 = not coupled_mm and c_acc > 0 and coupled_is_stock < n_seeded
-    print(f"[3] same seed, same tokens (SPECDEC_SEEDED=coupled): {'PASS' if ok3 else 'FAIL'}: "
+    print(f"[3] same seed, same tokens (LLAMA_ARG_SPEC_SEEDED=coupled): {'PASS' if ok3 else 'FAIL'}: "
           f"{n_seeded} seeded requests (T 0.8 and 1.0, {args.seeds} seeds, n_predict 32), "
           f"{len(coupled_mm)} differ with the draft; acceptance {c_acc}/{c_draft}; "
           f"{coupled_is_stock}/{n_seeded} equal stock's tokens (coupled draws are not llama.cpp's)")
@@ -447,7 +447,7 @@ def main() -> int:
     if c_acc == 0:
         failures.append("seeded (coupled): no draft token was kept")
     if coupled_is_stock == n_seeded:
-        failures.append("seeded (coupled): every answer is stock's: was SPECDEC_SEEDED=coupled set?")
+        failures.append("seeded (coupled): every answer is stock's: was LLAMA_ARG_SPEC_SEEDED=coupled set?")
 
     # the default for a seed: llama.cpp's own draws, stock llama-server's tokens
     plain_mm = differ("default", "stock")

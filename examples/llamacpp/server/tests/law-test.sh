@@ -6,13 +6,13 @@
 # MODEL, 4 slots (-np 4, -c 2048: 512 tokens a slot), one thread (-t 1) and no prompt cache
 # (--cache-ram 0: at -lv 4 its listing of the saved prompts grows with every request); "+draft" is
 # `-md DRAFT --spec-type draft-simple --spec-draft-n-max 4 --spec-draft-p-min 0`:
-#   PATCHED_BIN+draft  SPECDEC_SEEDED=coupled, LLAMA_TRACE=1 and -lv 4 (its log shows each
+#   PATCHED_BIN+draft  LLAMA_ARG_SPEC_SEEDED=coupled, LLAMA_TRACE=1 and -lv 4 (its log shows each
 #                      request's rule and every verification step): the law test's server, and
 #                      the coupled seeds' with a draft
-#   PATCHED_BIN        SPECDEC_SEEDED=coupled: the coupled seeds' without a draft
+#   PATCHED_BIN        LLAMA_ARG_SPEC_SEEDED=coupled: the coupled seeds' without a draft
 #   STOCK_BIN          (the same llama.cpp without specdec): the reference law; seeds
 #   STOCK_BIN+draft    seeds
-#   PATCHED_BIN+draft and PATCHED_BIN without SPECDEC_SEEDED: the default rule for a seed
+#   PATCHED_BIN+draft and PATCHED_BIN without LLAMA_ARG_SPEC_SEEDED: the default rule for a seed
 # then runs law-test.py against them (extra arguments are passed to it, e.g. --n 2000; its default
 # N of 10000 requests a sample takes about 2 minutes on 2 idle cores), the whole run under a time
 # limit, and always stops the servers. Exits with law-test.py's status (0: every check passed,
@@ -105,7 +105,7 @@ start_server() {
   for attempt in 1 2 3; do
     port=$(free_port)
     url=http://127.0.0.1:$port
-    env -u SPECDEC_SEEDED -u LLAMA_TRACE "${envs[@]}" "$bin" -m "$model" --host 127.0.0.1 --port "$port" -np 4 -c 2048 -t 1 --cache-ram 0 "$@" >"$log" 2>&1 &
+    env -u LLAMA_ARG_SPEC_SEEDED -u LLAMA_TRACE "${envs[@]}" "$bin" -m "$model" --host 127.0.0.1 --port "$port" -np 4 -c 2048 -t 1 --cache-ram 0 "$@" >"$log" 2>&1 &
     pid=$!
     ok=0
     for _ in $(seq 600); do   # /health answers 200 once the model is loaded; 60 s at most
@@ -134,9 +134,9 @@ start_server() {
 
 dargs=(-md "$draft" --spec-type draft-simple --spec-draft-n-max 4 --spec-draft-p-min 0)
 start_server "patched+draft (coupled seeds, traced)" "$logdir/patched-draft.log" \
-  LLAMA_TRACE=1 SPECDEC_SEEDED=coupled -- "$patched" "${dargs[@]}" -lv 4
+  LLAMA_TRACE=1 LLAMA_ARG_SPEC_SEEDED=coupled -- "$patched" "${dargs[@]}" -lv 4
 draft_url=$url
-start_server "patched (coupled seeds)" "$logdir/patched.log" SPECDEC_SEEDED=coupled -- "$patched"
+start_server "patched (coupled seeds)" "$logdir/patched.log" LLAMA_ARG_SPEC_SEEDED=coupled -- "$patched"
 nodraft_url=$url
 start_server "stock" "$logdir/stock.log" -- "$stock"
 stock_url=$url

@@ -9,6 +9,8 @@
 #                                  checkpoint's real seq_len (512) with the source tree's gguf-py
 #   OUT_DIR/stories260K-q8_0.gguf  the same model quantized to Q8_0 by QUANTIZE (llama-quantize):
 #                                  the draft model of the speculative tests (same vocabulary)
+#   OUT_DIR/stories260K-v448.gguf  stories260K.gguf without the last 64 of its 512 tokens
+#                                  (cut-vocab.py): a draft model with a smaller vocabulary
 # gguf-py is found at $LLAMA_SRC/gguf-py (LLAMA_SRC defaults to build/llama.cpp-src of this
 # checkout) and run with /usr/bin/python3 (Debian's numpy). Files already made are kept.
 set -euo pipefail
@@ -33,8 +35,14 @@ if [[ ! -f $draft ]]; then
   "$quantize" "$main" "$draft.tmp" Q8_0 >>"$log" 2>&1 || { tail -n 20 "$log" >&2; die "quantizing $main failed"; }
   mv "$draft.tmp" "$draft"
 fi
-for f in "$main" "$draft"; do
+small=$out/stories260K-v448.gguf
+if [[ ! -f $small ]]; then
+  PYTHONPATH=$src/gguf-py "$python" "$here/cut-vocab.py" "$main" "$small.tmp" 64 >>"$log" 2>&1 ||
+    { tail -n 20 "$log" >&2; die "cutting the vocabulary of $main failed"; }
+  mv "$small.tmp" "$small"
+fi
+for f in "$main" "$draft" "$small"; do
   n_ctx=$(gguf_fields "$f" llama.context_length) || die "cannot read $f"
   [[ $n_ctx == 512 ]] || die "$f: llama.context_length is $n_ctx, not 512"
 done
-echo "make-models.sh: $main and $draft (n_ctx 512)"
+echo "make-models.sh: $main, $draft and $small (n_ctx 512)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # examples/llamacpp/server/tests/run-tests.sh SERVER_BIN WORK_DIR
 #
-# Runs llama.cpp's own server tests (tools/server/tests, from the pinned source) against the
+# Runs llama.cpp's own server tests (tools/server/tests, from the pinned source), and specdec's own
+# (test_specdec_*.py beside this script, copied into the suite's unit/ folder), against the
 # llama-server at SERVER_BIN, on local models only: make-models.sh makes the GGUF files in
 # WORK_DIR/models from ../shared/models, and the pytest plugin specdec_local_models.py points the
 # tests' presets at them, skips (with its reason) a test whose model is only on the hub, and makes
@@ -53,7 +54,8 @@ expected=${SPECDEC_EXPECTED_FAILURES:-$here/expected-failures.txt}
 [[ -f $expected ]] || die "no expected-failures file at '$expected'"
 limit=${SPECDEC_TESTS_TIMEOUT:-1500}
 files=${SPECDEC_TESTS_FILES:-"test_basic.py test_completion.py test_chat_completion.py test_stream.py
-  test_tokenize.py test_security.py test_ctx_shift.py test_metrics.py test_speculative.py test_ignore_eos.py"}
+  test_tokenize.py test_security.py test_ctx_shift.py test_metrics.py test_speculative.py test_ignore_eos.py
+  test_slot_save.py test_tool_call.py test_specdec_server.py"}
 
 $python -c 'import pytest, requests, aiohttp, numpy, filelock' 2>/dev/null ||
   die "$python lacks pytest/requests/aiohttp/numpy/filelock (apt-get install -y python3-pytest python3-requests python3-aiohttp python3-numpy python3-filelock)"
@@ -70,6 +72,8 @@ cp -r "$src/tools/server/tests" "$tests"
 cp -r "$src/models/templates" "$tree/models/templates"
 cp "$src"/tools/mtmd/*.jpeg "$tree/tools/mtmd/" 2>/dev/null || true
 rm -rf "$tests/tmp" "$tests/.pytest_cache"
+# specdec's own tests of the patched server (test_specdec_server.py), run by the same harness.
+cp "$here"/test_specdec_*.py "$tests/unit/"
 args=()
 for f in $files; do
   [[ -f $tests/unit/$f ]] || die "no test file unit/$f in $src/tools/server/tests"
