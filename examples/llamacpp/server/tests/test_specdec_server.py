@@ -248,6 +248,22 @@ def test_policy_runs_only_when_the_length_is_auto():
     s.stop()
 
 
+def test_policy_in_metrics():
+    s = make_server(n_max=None)
+    s.server_metrics = True
+    start(s)
+    for _ in range(3):
+        complete(s, temperature=0.0, n_predict=48)
+    res = s.make_request("GET", "/metrics")
+    s.stop()
+    assert res.status_code == 200
+    lines = res.body.splitlines() if isinstance(res.body, str) else []
+    k = [l for l in lines if l.startswith("llamacpp:specdec_draft_n ")]
+    assert len(k) == 1 and 0 <= float(k[0].split()[1]) <= 8
+    depth1 = [l for l in lines if l.startswith('llamacpp:specdec_acceptance{depth="1"} ')]
+    assert len(depth1) == 1 and 0.0 <= float(depth1[0].split()[1]) <= 1.0
+
+
 def test_policy_off_for_a_number_from_the_environment_or_config_file(tmp_path):
     global server
     s = make_server(n_max=None)
