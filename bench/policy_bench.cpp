@@ -16,6 +16,10 @@
 //   busy   a synthetic target whose call of n tokens spins n x 200 us (t(n) proportional to n:
 //          every K loses), a 64-token n-gram table; its draft is the table mixed 30% with
 //          another and spins n x 20 us. Goal: the policy >= 0.97x plain.
+//   newcomer  an engine author's first adapter: the four required members only (no append_tree),
+//          a fixed 500 us a call of any length, its draft the table mixed 30% at 50 us a call
+//          (where a tree is scored path by path, one call per leaf). Goal: the policy >= 0.95x the
+//          best fixed K of the same run.
 //   110M   aidreams260K reshaped to the 110M shape with its first 3 layers as the draft model
 //          (bench/support/reshaped.hpp, written at run time). Goal: the policy >= 0.95x the best
 //          fixed K of the same run.
@@ -27,7 +31,7 @@
 // against the best fixed K (110M, >= 0.95x), met or NOT met, with the in-sample ratio beside it.
 //
 //   cmake --preset bench && cmake --build --preset bench --target policy_bench
-//   build/bench/bench/policy_bench [repetitions = 5] [busy|110M|both = both] [shape = 110M]
+//   build/bench/bench/policy_bench [repetitions = 5] [busy|newcomer|110M|both = both] [shape = 110M]
 //
 // (`shape` replaces the 110M shape by another of llama2c/tools/reshape.hpp, e.g. 15M for a quick check
 // that the program runs; the goal is stated for 110M.)
@@ -81,6 +85,27 @@ class busy_model {
   double per_token_;
 };
 
+// An engine author's first adapter, as README and adapter.md teach it: the four required members
+// (no append_tree, no max_size), over a table model, each call spinning a fixed `per_call`
+// seconds whatever its length (the quickstart's toy models cost a call, not a token).
+class four_member_model {
+ public:
+  four_member_model(specdec::test::table_model_options o, double per_call) : m_(o), per_call_(per_call) {}
+  std::size_t vocab_size() const noexcept { return m_.vocab_size(); }
+  std::size_t size() const noexcept { return m_.size(); }
+  void append(std::span<const token_id> tokens, std::span<float> logits) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(per_call_);
+    m_.append(tokens, logits);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+  void truncate(std::size_t n) { m_.truncate(n); }
+
+ private:
+  specdec::test::table_model m_;
+  double per_call_;
+};
+
 std::string shape_text(const std::vector<std::size_t>& b) {
   if (b.empty()) return "plain";
   std::string s;
@@ -121,7 +146,7 @@ void run_target(const char* title, Target& target, Drafter& drafter,
   specdec::no_drafter none;
   const auto options = [&](std::size_t p, std::size_t round, float temp) {
     specdec::generate_options o;
-    o.max_new_tokens = std::min(new_tokens, target.max_size() - prompts[p].size());
+    o.max_new_tokens = std::min(new_tokens, specdec::max_size_of(target) - prompts[p].size());
     o.stop_tokens = stop_tokens;
     o.sampling = {.temperature = temp, .seed = 1000 + p + 100 * round};
     return o;
@@ -251,6 +276,16 @@ int main(int argc, char** argv) {
     for (token_id p = 0; p < 4; ++p) prompts.push_back({p, static_cast<token_id>(p + 5), 11});
     run_target("busy: t(n) = n x 200 us (every K loses), draft n x 20 us, V = 64", target, drafter,
                prompts, {}, 4, reps, "plain", 0.97);
+  }
+  if (which == "newcomer" || which == "both") {
+    four_member_model target({.vocab_size = 64, .order = 3, .seed = 7}, 500e-6);
+    four_member_model draft_model({.vocab_size = 64, .order = 3, .seed = 7, .mix = 0.3f, .mix_seed = 9},
+                                  50e-6);
+    specdec::model_drafter<four_member_model> drafter(draft_model);
+    std::vector<std::vector<token_id>> prompts;
+    for (token_id p = 0; p < 4; ++p) prompts.push_back({p, static_cast<token_id>(p + 5), 11});
+    run_target("newcomer: the four-member adapter (no append_tree), 500 us a call, draft 50 us a call, V = 64",
+               target, drafter, prompts, {}, 6, reps, "best", 0.95);
   }
   if (which == "110M" || which == "both") {
     if (sb::skip_without("policy_bench", {sb::checkpoint_path, sb::tokenizer_path})) return 0;

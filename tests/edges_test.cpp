@@ -186,9 +186,12 @@ TEST_CASE("edges: the speed policy never plans a tree the batch model cannot sco
       CHECK(decoder.result(id).tokens.size() == 40);
     }
   }
-  // The same drafter and options on the single-sequence decoder do plan trees (it scores them
-  // through the path-by-path fallback): the predicate is the pipeline's, not the drafter's.
-  table_model target(target_table), draft_model(draft_table);
+  // The same drafter and options on the single-sequence decoder over a model that scores a tree
+  // in one call (append_tree) do plan trees: the predicate is the pipeline's and the model's, not
+  // the drafter's. Over a table_model without append_tree (a tree would be scored path by path,
+  // one call per leaf) the policy plans chains only.
+  specdec::test::tree_table_model target(target_table);
+  table_model draft_model(draft_table);
   specdec::model_drafter drafter(draft_model);
   specdec::speculative_decoder decoder(target, drafter);
   generate_options o;
@@ -196,6 +199,12 @@ TEST_CASE("edges: the speed policy never plans a tree the batch model cannot sco
   o.max_new_tokens = 40;
   decoder.generate(std::vector<token_id>{1, 2, 3}, o);
   CHECK(decoder.stats().drafted_nodes > decoder.stats().drafted_tokens);
+  table_model plain_target(target_table), plain_draft(draft_table);
+  specdec::model_drafter plain_drafter(plain_draft);
+  specdec::speculative_decoder plain(plain_target, plain_drafter);
+  plain.generate(std::vector<token_id>{1, 2, 3}, o);
+  CHECK(plain.stats().drafted_nodes == plain.stats().drafted_tokens);
+  CHECK(plain.stats().drafted_tokens > 0);
 }
 
 TEST_CASE("edges: validation checks the tree_draw a re-planned tree may use") {

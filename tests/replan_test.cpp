@@ -20,6 +20,7 @@
 #include "support/chi_square.hpp"
 #include "support/exact_joint.hpp"
 #include "support/table_model.hpp"
+#include "support/tree_table_model.hpp"
 
 namespace {
 
@@ -496,4 +497,85 @@ TEST_CASE("replan: the policy's options are checked at the entry") {
                     Catch::Contains("generate_options.replan.cost.target"));
   o.replan = specdec::speed_policy(curve(8, 1.0, 0.1));
   CHECK(decoder.generate(prompt, o).tokens.size() == 10);
+}
+
+namespace {
+
+// An engine author's plain adapter: the four required members of LanguageModel and nothing else
+// (no append_tree, no max_size), over a table model, counting the appends the decoder makes.
+class four_member_model {
+ public:
+  explicit four_member_model(table_model& inner) : inner_(inner) {}
+  std::size_t vocab_size() const { return inner_.vocab_size(); }
+  std::size_t size() const { return inner_.size(); }
+  void append(std::span<const token_id> tokens, std::span<float> logits) {
+    inner_.append(tokens, logits);
+    ++appends;
+  }
+  void truncate(std::size_t n) { inner_.truncate(n); }
+  std::size_t appends = 0;
+
+ private:
+  table_model& inner_;
+};
+
+}  // namespace
+
+TEST_CASE("replan: on a model without append_tree the policy plans chains, and the statistics count calls") {
+  // The cost curve makes trees worth planning where one call scores them (a cheap wide call),
+  // and the draft is sampled and good: on tree_table_model (append_tree) the policy plans trees.
+  const auto cost = curve(40, 1.0, 0.01);
+  specdec::generate_options o = policy_options(cost);
+  o.max_new_tokens = 200;
+  o.sampling.temperature = 1.0f;
+  o.sampling.seed = 11;
+  o.replan.every = 1;
+  {
+    specdec::test::tree_table_model tree_target({.vocab_size = 16, .order = 3, .seed = 7});
+    table_model copy({.vocab_size = 16, .order = 3, .seed = 8});
+    drafter_t drafter(copy);
+    specdec::speculative_decoder decoder(tree_target, drafter);
+    bool planned_tree = false;
+    decoder.start(std::vector<token_id>{3, 1, 4}, o);
+    while (!decoder.done()) {
+      decoder.step();
+      const auto& b = decoder.plan().branching;
+      planned_tree |= std::any_of(b.begin(), b.end(), [](std::size_t k) { return k > 1; });
+    }
+    CHECK(planned_tree);  // the case is reached: trees pay where one call scores them
+    CHECK(decoder.stats().target_calls == decoder.stats().steps);
+  }
+  // The same on the four-member adapter: only chains are planned, one call a step.
+  table_model inner({.vocab_size = 16, .order = 3, .seed = 7});
+  four_member_model target(inner);
+  table_model copy({.vocab_size = 16, .order = 3, .seed = 8});
+  drafter_t drafter(copy);
+  specdec::speculative_decoder decoder(target, drafter);
+  decoder.start(std::vector<token_id>{3, 1, 4}, o);
+  const std::size_t after_prompt = target.appends;
+  while (!decoder.done()) {
+    decoder.step();
+    const auto& b = decoder.plan().branching;
+    CHECK(std::all_of(b.begin(), b.end(), [](std::size_t k) { return k == 1; }));
+  }
+  const auto& st = decoder.stats();
+  CHECK(st.drafted_tokens > 0);
+  CHECK(st.target_calls == target.appends - after_prompt);
+  CHECK(st.steps == st.target_calls);
+
+  // A tree the caller asks for on that adapter is scored path by path: the statistics count each
+  // append (one per leaf and one to commit), the steps apart.
+  specdec::generate_options fixed;
+  fixed.max_new_tokens = 60;
+  fixed.sampling.temperature = 1.0f;
+  fixed.sampling.seed = 5;
+  fixed.tree = {2, 2};
+  decoder.start(std::vector<token_id>{3, 1, 4}, fixed);
+  const std::size_t before = target.appends;
+  while (!decoder.done()) decoder.step();
+  const auto& t = decoder.stats();
+  CHECK(t.target_calls == target.appends - before);
+  CHECK(t.target_calls > t.steps);
+  CHECK(t.tokens_per_step() > t.tokens_per_target_call());
+  CHECK(t.summary().find(" steps, ") != std::string::npos);  // steps printed beside calls
 }

@@ -11,7 +11,11 @@ namespace specdec {
 /// Counters and timings of one generate() run (or of the steps since start()).
 struct decode_stats {
   std::size_t generated_tokens = 0;   ///< tokens emitted to the caller
-  std::size_t target_calls = 0;       ///< target appends after the prompt (one per step)
+  /// Calls made to the target after the prompt: one a step for a chain or a tree the model scores
+  /// in one call (append_tree, a batch's score); a tree on a model without append_tree takes one
+  /// append per leaf and one to commit the kept path.
+  std::size_t target_calls = 0;
+  std::size_t steps = 0;              ///< draft-and-verify steps (each emits at least one token)
   std::size_t draft_calls = 0;        ///< drafter propose calls that returned >= 1 token
   std::size_t draft_model_calls = 0;  ///< appends on the draft model, when the drafter has one
   std::size_t drafted_tokens = 0;     ///< draft positions sent to the target (a tree: its depth)
@@ -52,9 +56,14 @@ struct decode_stats {
   double acceptance_rate() const noexcept {
     return drafted_tokens ? static_cast<double>(accepted_tokens) / drafted_tokens : 0.0;
   }
-  /// Generated tokens per target call: the block efficiency (1 for plain decoding).
+  /// Generated tokens per target call (1 for plain decoding): what speculation saves in calls.
   double tokens_per_target_call() const noexcept {
     return target_calls ? static_cast<double>(generated_tokens) / target_calls : 0.0;
+  }
+  /// Generated tokens per step: the block efficiency (tokens_per_target_call where each step is
+  /// one call).
+  double tokens_per_step() const noexcept {
+    return steps ? static_cast<double>(generated_tokens) / steps : 0.0;
   }
   /// Seconds of decoding: the whole generation but the prompt's prefill.
   double decode_seconds() const noexcept { return total_seconds - prefill_seconds; }
@@ -71,17 +80,24 @@ struct decode_stats {
   }
 
   /// A multi-line human-readable report. The seconds beside tokens/s are the same seconds
-  /// (decoding, prompt excluded); the prompt's are printed apart. Acceptance by draft position
-  /// prints the rate with its counts (accepted/drafted), "-" where nothing was drafted.
+  /// (decoding, prompt excluded); the prompt's are printed apart. Steps are printed beside the
+  /// target calls where the two differ. Acceptance by draft position prints the rate with its
+  /// counts (accepted/drafted), "-" where nothing was drafted; the draft's share of the time only
+  /// when something was drafted.
   std::string summary() const {
     std::string s;
     char line[256];
     std::snprintf(line, sizeof line,
                   "generated %zu tokens in %.3f s (%.1f tokens/s), prompt %.3f s, %zu target "
-                  "calls, %.2f tokens per target call\n",
+                  "calls, %.2f tokens per target call",
                   generated_tokens, decode_seconds(), tokens_per_second(),
                   prefill_seconds, target_calls, tokens_per_target_call());
     s += line;
+    if (steps > 0 && steps != target_calls) {
+      std::snprintf(line, sizeof line, " (%zu steps, %.2f tokens per step)", steps, tokens_per_step());
+      s += line;
+    }
+    s += "\n";
     std::snprintf(line, sizeof line, "drafted %zu, accepted %zu, acceptance rate %.3f\n",
                   drafted_tokens, accepted_tokens, acceptance_rate());
     s += line;
@@ -98,13 +114,16 @@ struct decode_stats {
       s += "\n";
     }
     const double t = total_seconds > 0.0 ? total_seconds : 1.0;
-    std::snprintf(
-        line, sizeof line,
-        "time: prefill %.1f%%, draft %.1f%%, target %.1f%%, verify %.1f%%, other %.1f%%\n",
-        100 * prefill_seconds / t, 100 * draft_seconds / t, 100 * target_seconds / t,
-        100 * verify_seconds / t,
-        100 * (total_seconds - prefill_seconds - draft_seconds - target_seconds - verify_seconds) /
-            t);
+    const double other = total_seconds - prefill_seconds - draft_seconds - target_seconds - verify_seconds;
+    if (drafted_tokens > 0)
+      std::snprintf(line, sizeof line,
+                    "time: prefill %.1f%%, draft %.1f%%, target %.1f%%, verify %.1f%%, other %.1f%%\n",
+                    100 * prefill_seconds / t, 100 * draft_seconds / t, 100 * target_seconds / t,
+                    100 * verify_seconds / t, 100 * other / t);
+    else  // nothing drafted: the drafter's time (asking and getting nothing) is counted as other
+      std::snprintf(line, sizeof line, "time: prefill %.1f%%, target %.1f%%, verify %.1f%%, other %.1f%%\n",
+                    100 * prefill_seconds / t, 100 * target_seconds / t, 100 * verify_seconds / t,
+                    100 * (other + draft_seconds) / t);
     s += line;
     return s;
   }

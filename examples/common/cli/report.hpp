@@ -82,7 +82,9 @@ inline nlohmann::ordered_json stats_json(const specdec::decode_stats& s) {
   nlohmann::ordered_json j;
   j["generated_tokens"] = s.generated_tokens;
   j["target_calls"] = s.target_calls;
+  j["steps"] = s.steps;
   j["tokens_per_target_call"] = s.tokens_per_target_call();
+  j["tokens_per_step"] = s.tokens_per_step();
   j["draft_calls"] = s.draft_calls;
   j["draft_model_calls"] = s.draft_model_calls;
   j["drafted_tokens"] = s.drafted_tokens;

@@ -9,10 +9,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
+#include <string>
 
 #include "specdec/concepts/language_model.hpp"
 #include "specdec/concepts/tree_language_model.hpp"
 #include "specdec/decode/abandon.hpp"
+#include "specdec/decode/model_checks.hpp"
 #include "specdec/decode/options.hpp"
 #include "specdec/decode/sequence_state.hpp"
 #include "specdec/tree/tree_fallback.hpp"
@@ -27,7 +30,8 @@ template <class Draft>
 void count_step(sequence_state& s, Draft& drafter, std::size_t accepted,
                 decode_clock::time_point t0) {
   decode_stats& st = s.stats;
-  st.target_calls += 1;
+  st.target_calls += s.calls;
+  st.steps += 1;
   st.draft_calls += s.positions > 0;
   st.drafted_tokens += s.positions;
   st.drafted_nodes += s.nodes;
@@ -56,16 +60,35 @@ void count_step(sequence_state& s, Draft& drafter, std::size_t accepted,
  * the run ends (stop_reason::callback), the step is counted in the statistics and the exception
  * propagates. If the drafter's accept throws, the step is committed and counted and the
  * exception propagates. s must expect commit_phase (after a verify_phase that succeeded), else
- * std::logic_error and nothing changes; afterwards it expects draft_phase (if not done).
+ * std::logic_error and nothing changes; afterwards it expects draft_phase (if not done). Two
+ * adapter faults are caught here, each a std::logic_error: a chain step whose target does not
+ * hold the step's feed (verified without being scored; the step is abandoned, nothing emitted),
+ * and a truncate() that leaves size() above the history (the sequence ends, done).
  */
 template <LanguageModel Model, class Draft>
 step_result commit_phase(sequence_state& s, Model& model, Draft& drafter) {
   s.require_phase(step_phase::commit, "commit_phase");
   const auto t0 = detail::decode_clock::now();
   const std::size_t h = s.history_before;
+  if (!s.tree_step) {
+    // The rows verified were the target's only if it holds the step's feed: a scoring call
+    // forgotten (or an engine's own call that wrote no cache) shows here, before anything is
+    // emitted.
+    const std::size_t want = h - 1 + s.feed.size();
+    if (static_cast<std::size_t>(model.size()) != want) {
+      const std::size_t held = static_cast<std::size_t>(model.size());
+      abandon_step(s, model);
+      throw std::logic_error("commit_phase: the target holds " + std::to_string(held) +
+                             " tokens, not the " + std::to_string(want) +
+                             " of the history and this step's drafts: the step was verified "
+                             "without being scored (call score_phase, or the engine's own "
+                             "append, between draft_phase and verify_phase)");
+    }
+  }
   if (s.tree_step) {
     try {
       commit_tree_path(model, s.tree.tree, s.path, s.tree_eval_ws);
+      if constexpr (!TreeLanguageModel<Model>) s.calls += s.path.size() > 0;  // the commit's append
     } catch (...) {
       abandon_step(s, model);
       throw;
@@ -107,8 +130,15 @@ step_result commit_phase(sequence_state& s, Model& model, Draft& drafter) {
     detail::count_step(s, drafter, accepted, t0);
     throw;
   }
-  model.truncate(s.history.size() - 1);
   s.expects = step_phase::draft;
+  try {
+    detail::truncate_checked(model, s.history.size() - 1, "commit_phase", "target");
+  } catch (const std::logic_error&) {
+    s.done = true;  // a model that keeps what it was told to drop: nothing further is right
+    s.reason = stop_reason::callback;
+    detail::count_step(s, drafter, accepted, t0);
+    throw;
+  }
   const std::span<const token_id> emitted(s.history.data() + h, s.history.size() - h);
 
   detail::count_step(s, drafter, accepted, t0);

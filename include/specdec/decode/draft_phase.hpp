@@ -220,6 +220,7 @@ void draft_phase(sequence_state& s, Draft& drafter, std::size_t max_k = static_c
   std::size_t bound = 0;                  // the most positions this step may draft
   std::span<const std::size_t> shape_in;  // and, for a tree, its shape
   s.history_before = s.history.size();
+  s.calls = 1;  // a chain's append, or one batched call; score_phase counts a tree's
   s.tree_step = false;
   if constexpr (TreeDrafter<Draft>) s.tree_step = s.can_tree && !s.options.tree.empty();
   if (s.tree_step) {

@@ -64,7 +64,7 @@ struct generate_options {
   /// speculative sampling), or coupled (chains and trees; the tokens are plain decoding's in
   /// that mode, token for token). All are lossless. Plain decoding samples by the same rule.
   chain_verification verification = chain_verification::token;
-  /// Re-planning: every `replan.every` target calls (0 = never), and at the start of each
+  /// Re-planning: every `replan.every` steps (0 = never), and at the start of each
   /// generation once something was measured, the decoder replaces the shape in force
   /// (draft_length, or tree) with plan_tree's choice for `replan.cost` and the acceptance by
   /// depth and rank it has measured over all its re-planning generations (a decoder serving
@@ -77,7 +77,7 @@ struct generate_options {
   /// - With `explore` (the speed policy, see speed_policy()), the first step of every
   ///   generation is planned too, each plan reads acceptance_profile::optimistic (the counts
   ///   plus `optimism` pseudo-samples of the most a cell could be, one depth and one rank past
-  ///   the evidence), and the counts halve every `half_life` target calls: a plan can grow one
+  ///   the evidence), and the counts halve every `half_life` steps: a plan can grow one
   ///   position deeper than measured, and a plan of K = 0 is probed again once its evidence has
   ///   faded, only where drafting could pay. Needs every >= 1.
   /// Every plan reads committed steps only, so each step stays lossless; no clock is read, so
@@ -97,7 +97,7 @@ struct generate_options {
     /// take over as they come (acceptance_profile::optimistic). Empty = none.
     acceptance_profile expected;
     double expected_samples = 8.0;  ///< explore: pseudo-samples `expected` counts per cell (> 0)
-    std::size_t half_life = 256;  ///< explore: target calls per halving of the counts (0 = never)
+    std::size_t half_life = 256;  ///< explore: steps per halving of the counts (0 = never)
     /// A plan that drafts replaces plain decoding only when its predicted tokens per second
     /// exceed plain decoding's, 1 / cost.target[1], by at least this fraction (>= 0, finite):
     /// the margin that keeps probes and calibration noise from costing more than a marginal

@@ -133,6 +133,9 @@ struct sequence_state {
   /// model that scores trees (see trees_possible); a tree is at most tree_rows nodes (root
   /// included) and tree_leaves leaves (the model's max_tree_size() and max_tree_leaves()).
   bool can_tree = false;
+  /// Whether the model scores a tree in one call (TreeLanguageModel: append_tree); without it a
+  /// tree costs one append per leaf and one to commit, and the speed policy plans chains only.
+  bool trees_in_one_call = false;
   std::size_t tree_rows = std::numeric_limits<std::size_t>::max();
   std::size_t tree_leaves = std::numeric_limits<std::size_t>::max();
   step_phase expects = step_phase::draft;  ///< the phase the sequence expects next
@@ -140,7 +143,7 @@ struct sequence_state {
   // Re-planning (generate_options::replan): the shape in force and what it was planned from.
   tree_plan plan;
   decode_stats measured;  ///< rank counts of every re-planning generation of this sequence
-  /// Target calls counted toward replan.half_life since `measured` last halved (the speed policy).
+  /// Steps counted toward replan.half_life since `measured` last halved (the speed policy).
   std::size_t measured_calls = 0;
 
   // The step in flight, filled by the draft phase.
@@ -148,6 +151,7 @@ struct sequence_state {
   std::size_t history_before = 0;  ///< history.size() when the step began
   std::size_t positions = 0;       ///< draft positions (chain: tokens; tree: depth)
   std::size_t nodes = 0;           ///< draft tokens (chain: tokens; tree: nodes but the root)
+  std::size_t calls = 1;           ///< calls this step made to the target (score and commit)
   draft chain;
   tree_draft tree;
   std::vector<token_id> feed;  ///< chain: [last history token, drafts...]

@@ -15,6 +15,7 @@
 #include "specdec/decode/abandon.hpp"
 #include "specdec/decode/options.hpp"
 #include "specdec/decode/replan.hpp"
+#include "specdec/decode/model_checks.hpp"
 #include "specdec/decode/sequence_state.hpp"
 #include "specdec/types.hpp"
 
@@ -107,6 +108,7 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
   s.vocab = vocab;
   s.capacity = capacity;
   s.can_tree = can_tree;
+  s.trees_in_one_call = TreeLanguageModel<Model>;
   s.tree_rows = max_tree_size_of(model);
   s.tree_leaves = max_tree_leaves_of(model);
   s.options = options;
@@ -124,11 +126,12 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
   s.prompt_size = s.history.size();
   if constexpr (requires { drafter.model_calls(); }) s.draft_calls_at_start = drafter.model_calls();
   try {
-    model.truncate(keep);
+    detail::truncate_checked(model, keep, "start", "target");
     if (s.history.size() - 1 > keep) {
       const std::span<const token_id> rest(s.history.data() + keep, s.history.size() - 1 - keep);
       specdec::prefill(model, rest);  // no row is read: the model's prefill(), else bounded appends
     }
+    detail::check_model_size(model, s.history.size() - 1, "start", "target", "the prompt's prefill");
   } catch (...) {
     s.history.clear();  // nothing to reuse: the context no longer matches any history
     try {

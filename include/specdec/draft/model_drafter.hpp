@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "specdec/decode/model_checks.hpp"
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/concepts/language_model.hpp"
 #include "specdec/concepts/tree_language_model.hpp"
@@ -272,7 +273,7 @@ class model_drafter {
     const std::size_t limit = std::min(cached_.size(), prefix.size());
     std::size_t common = std::min(verified_, limit);
     while (common < limit && cached_[common] == prefix[common]) ++common;
-    model_.truncate(common);
+    detail::truncate_checked(model_, common, "model_drafter", "draft model");
     cached_.resize(common);
     verified_ = prefix.size();  // after the caller's feed, the cache holds all of `prefix`
     return common;
