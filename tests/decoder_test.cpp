@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <specdec/batch_decoder.hpp>
 #include <specdec/decoder.hpp>
 #include <specdec/draft/model_drafter.hpp>
 #include <specdec/draft/ngram_drafter.hpp>
@@ -8,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "support/chi_square.hpp"
@@ -597,4 +599,19 @@ TEST_CASE("decoder: a draft longer than the k asked is refused, not cut") {
   REQUIRE_THROWS_WITH(decoder.generate(prompt, o),
                       "drafter: proposed 4 tokens, more than the k = 3 asked");
   CHECK(target.size() == prompt.size() - 1);  // the target never saw the draft
+}
+
+TEST_CASE("decoder: the public enums have names (to_string)") {
+  using specdec::to_string;
+  CHECK(std::string(to_string(specdec::stop_reason::max_new_tokens)) == "max_new_tokens");
+  CHECK(std::string(to_string(specdec::stop_reason::stop_token)) == "stop_token");
+  CHECK(std::string(to_string(specdec::stop_reason::callback)) == "callback");
+  CHECK(std::string(to_string(specdec::stop_reason::context_full)) == "context_full");
+  CHECK(std::string(to_string(specdec::chain_verification::token)) == "token");
+  CHECK(std::string(to_string(specdec::chain_verification::block)) == "block");
+  CHECK(std::string(to_string(specdec::chain_verification::coupled)) == "coupled");
+  CHECK(std::string(to_string(specdec::chain_verification::sample_match)) == "sample-match");
+  CHECK(std::string(to_string(specdec::sequence_status::running)) == "running");
+  CHECK(std::string(to_string(specdec::sequence_status::finished)) == "finished");
+  CHECK(std::string(to_string(specdec::sequence_status::failed)) == "failed");
 }

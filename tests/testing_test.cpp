@@ -241,3 +241,26 @@ TEST_CASE("testing: prefill then append equals append alone (check i)") {
     CHECK(testing::run_all(m).checks.size() == 5);
   }
 }
+
+namespace {
+
+// The four members only: no max_size().
+class four_member_table {
+ public:
+  std::size_t vocab_size() const { return m_.vocab_size(); }
+  std::size_t size() const { return m_.size(); }
+  void append(std::span<const specdec::token_id> t, std::span<float> l) { m_.append(t, l); }
+  void truncate(std::size_t n) { m_.truncate(n); }
+
+ private:
+  table_model m_{{.vocab_size = 11}};
+};
+
+}  // namespace
+
+TEST_CASE("testing: a model without max_size() is reported as having none") {
+  four_member_table m;
+  const auto rep = testing::run_all(m);
+  INFO(rep.message);
+  CHECK_THAT(find(rep, "size_reporting").message, Catch::Contains("max_size none"));
+}

@@ -44,6 +44,16 @@ enum class sequence_status {
   failed,    ///< ended by an error of its own (error() says which); its tokens are kept
 };
 
+/// The status's name: "running", "finished", "failed".
+constexpr const char* to_string(sequence_status s) noexcept {
+  switch (s) {
+    case sequence_status::running: return "running";
+    case sequence_status::finished: return "finished";
+    case sequence_status::failed: return "failed";
+  }
+  return "unknown";
+}
+
 /**
  * Decodes many sequences of one BatchLanguageModel together. add() joins a sequence (creating
  * it in the model and feeding its prompt), step() advances every running sequence by one

@@ -15,37 +15,11 @@
 
 namespace specdec::cli {
 
-/// The name of a stop reason as it appears in the JSON ("max_new_tokens", "stop_token",
-/// "callback", "context_full").
-inline const char* stop_reason_name(specdec::stop_reason r) {
-  switch (r) {
-    case specdec::stop_reason::max_new_tokens:
-      return "max_new_tokens";
-    case specdec::stop_reason::stop_token:
-      return "stop_token";
-    case specdec::stop_reason::callback:
-      return "callback";
-    case specdec::stop_reason::context_full:
-      return "context_full";
-  }
-  return "unknown";
-}
+/// The name of a stop reason as it appears in the JSON (specdec::to_string's).
+inline const char* stop_reason_name(specdec::stop_reason r) { return specdec::to_string(r); }
 
-/// The name of a verification rule as both command lines spell it ("token", "block", "coupled",
-/// "sample-match").
-inline const char* verification_name(specdec::chain_verification v) {
-  switch (v) {
-    case specdec::chain_verification::token:
-      return "token";
-    case specdec::chain_verification::block:
-      return "block";
-    case specdec::chain_verification::coupled:
-      return "coupled";
-    case specdec::chain_verification::sample_match:
-      return "sample-match";
-  }
-  return "unknown";
-}
+/// The name of a verification rule as both command lines spell it (specdec::to_string's).
+inline const char* verification_name(specdec::chain_verification v) { return specdec::to_string(v); }
 
 /// The sampling in force as JSON, the seed used included (`seed_drawn`: it was not given).
 inline nlohmann::ordered_json sampling_json(const shared_options& c) {

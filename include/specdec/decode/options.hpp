@@ -38,6 +38,17 @@ enum class chain_verification {
   sample_match,
 };
 
+/// The rule's name as the command lines spell it: "token", "block", "coupled", "sample-match".
+constexpr const char* to_string(chain_verification v) noexcept {
+  switch (v) {
+    case chain_verification::token: return "token";
+    case chain_verification::block: return "block";
+    case chain_verification::coupled: return "coupled";
+    case chain_verification::sample_match: return "sample-match";
+  }
+  return "unknown";
+}
+
 /// Options of one generation. Validated by generate()/start() (validate_options); the error
 /// names the field.
 struct generate_options {
@@ -125,6 +136,17 @@ enum class stop_reason {
                    ///< refused its arguments ended it mid-way
   context_full,    ///< the target's context reached its max_size
 };
+
+/// The reason's name: "max_new_tokens", "stop_token", "callback", "context_full".
+constexpr const char* to_string(stop_reason r) noexcept {
+  switch (r) {
+    case stop_reason::max_new_tokens: return "max_new_tokens";
+    case stop_reason::stop_token: return "stop_token";
+    case stop_reason::callback: return "callback";
+    case stop_reason::context_full: return "context_full";
+  }
+  return "unknown";
+}
 
 /// The tokens a generation produced (prompt excluded) and how it went.
 struct generate_result {

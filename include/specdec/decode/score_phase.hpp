@@ -10,7 +10,7 @@
 
 #include "specdec/concepts/language_model.hpp"
 #include "specdec/decode/abandon.hpp"
-#include "specdec/decode/model_checks.hpp"
+#include "specdec/decode/adapter_checks.hpp"
 #include "specdec/decode/sequence_state.hpp"
 #include "specdec/tree/tree_fallback.hpp"
 

@@ -15,7 +15,7 @@
 #include "specdec/decode/abandon.hpp"
 #include "specdec/decode/options.hpp"
 #include "specdec/decode/replan.hpp"
-#include "specdec/decode/model_checks.hpp"
+#include "specdec/decode/adapter_checks.hpp"
 #include "specdec/decode/sequence_state.hpp"
 #include "specdec/types.hpp"
 

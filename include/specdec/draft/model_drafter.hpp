@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "specdec/decode/model_checks.hpp"
+#include "specdec/decode/adapter_checks.hpp"
 #include "specdec/concepts/drafter.hpp"
 #include "specdec/concepts/language_model.hpp"
 #include "specdec/concepts/tree_language_model.hpp"

@@ -135,7 +135,8 @@ check_size_reporting(Source& source, const conformance_options& o = {}) {
                                             " after truncate(" + std::to_string(len) + ")");
       }
       r.message = "vocab_size " + std::to_string(v) + ", max_size " +
-                  std::to_string(max_size_of(m)) + ", sizes consistent";
+                  (requires { m.max_size(); } ? std::to_string(max_size_of(m)) : std::string("none")) +
+                  ", sizes consistent";
     });
   });
 }

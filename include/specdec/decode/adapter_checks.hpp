@@ -1,4 +1,4 @@
-// specdec/decode/model_checks.hpp - what the decoder checks of an adapter at run time, for free:
+// specdec/decode/adapter_checks.hpp - what the decoder checks of an adapter at run time, for free:
 // its size() after each truncate and append the decoder makes. A model whose truncate() keeps
 // tokens, or whose append() does not add one row per token, would otherwise give wrong output
 // silently; these checks turn that into a std::logic_error naming the member and what it

@@ -1,4 +1,4 @@
-// The adapter faults the decoder catches at run time (decode/model_checks.hpp): a truncate()
+// The adapter faults the decoder catches at run time (decode/adapter_checks.hpp): a truncate()
 // that keeps tokens and an append() that adds none give std::logic_error naming the member and
 // what it reported, not silent wrong output; driving the public phases with the scoring call
 // forgotten throws before anything is emitted; a correct adapter never trips them (its greedy
@@ -58,7 +58,7 @@ specdec::generate_options greedy(std::size_t n) {
 
 }  // namespace
 
-TEST_CASE("model checks: a correct four-member adapter decodes as plain greedy") {
+TEST_CASE("adapter checks: a correct four-member adapter decodes as plain greedy") {
   table_model inner({.vocab_size = 16, .order = 3, .seed = 7});
   faulty_model target(inner);
   table_model draft_inner({.vocab_size = 16, .order = 3, .seed = 7, .mix = 0.3f, .mix_seed = 2});
@@ -72,7 +72,7 @@ TEST_CASE("model checks: a correct four-member adapter decodes as plain greedy")
   CHECK(spec.stats.accepted_tokens < spec.stats.drafted_tokens);  // rejections happened too
 }
 
-TEST_CASE("model checks: a truncate() that keeps tokens throws std::logic_error naming it") {
+TEST_CASE("adapter checks: a truncate() that keeps tokens throws std::logic_error naming it") {
   table_model inner({.vocab_size = 16, .order = 3, .seed = 7});
   faulty_model target(inner);
   table_model draft_inner({.vocab_size = 16, .order = 3, .seed = 7, .mix = 0.3f, .mix_seed = 2});
@@ -92,7 +92,7 @@ TEST_CASE("model checks: a truncate() that keeps tokens throws std::logic_error 
   CHECK(decoder.done());
 }
 
-TEST_CASE("model checks: an append() that adds nothing throws std::logic_error naming it") {
+TEST_CASE("adapter checks: an append() that adds nothing throws std::logic_error naming it") {
   table_model inner({.vocab_size = 16, .order = 3, .seed = 7});
   faulty_model target(inner);
   table_model draft_inner({.vocab_size = 16, .order = 3, .seed = 7});
@@ -116,7 +116,7 @@ TEST_CASE("model checks: an append() that adds nothing throws std::logic_error n
   CHECK(std::vector<token_id>(decoder.history().begin() + 5, decoder.history().end()) == plain.tokens);
 }
 
-TEST_CASE("model checks: the public phases with the scoring call forgotten throw before emitting") {
+TEST_CASE("adapter checks: the public phases with the scoring call forgotten throw before emitting") {
   table_model target({.vocab_size = 16, .order = 3, .seed = 7});
   table_model draft_inner({.vocab_size = 16, .order = 3, .seed = 7});
   specdec::model_drafter<table_model> drafter(draft_inner);
