@@ -643,3 +643,36 @@ TEST_CASE("warm_step_alloc: sampled 2x2 trees from a short prompt, 12 warm-up st
     }
   }
 }
+
+TEST_CASE("warm_step_alloc: a plain model, a long prompt and a large vocabulary, sampled 2x2 trees") {
+  // The case a review counted 2 allocations in: a 2x2 sampled tree with a draft model at T = 1 on
+  // a LanguageModel without append_tree (scored path by path), a 64-token prompt, V = 32000, 12
+  // warm-up steps, then 40 counted; chains on the same models too.
+  constexpr std::size_t v = 32000;
+  const table_model_options big{.vocab_size = v, .order = 3, .seed = 7};
+  const table_model_options big_draft{.vocab_size = v, .order = 3, .seed = 7, .mix = 0.3f, .mix_seed = 9};
+  std::vector<token_id> long_prompt;
+  for (std::size_t i = 0; i < 64; ++i) long_prompt.push_back(static_cast<token_id>((i * 977 + 5) % v));
+  for (const bool tree : {true, false}) {
+    generate_options o;
+    if (tree)
+      o.tree = {2, 2};
+    else
+      o.draft_length = 4;
+    o.max_new_tokens = 400;
+    o.sampling.temperature = 1.0f;
+    o.sampling.seed = 11;
+    quiet_model<table_model> target(big), draft_model(big_draft);
+    specdec::model_drafter drafter(draft_model);
+    specdec::speculative_decoder decoder(target, drafter);
+    decoder.start(long_prompt, o);
+    for (std::size_t i = 0; i < 12; ++i) decoder.step();
+    arm();
+    std::size_t steps = 0;
+    for (; steps < 40 && !decoder.done(); ++steps) decoder.step();
+    const counts c = disarm(steps);
+    INFO((tree ? "2x2 tree, " : "chain K = 4, ") << c.describe());
+    CHECK(steps == 40);
+    CHECK(c.none());
+  }
+}
