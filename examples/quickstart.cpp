@@ -13,11 +13,13 @@
 #include <cstdio>
 #include <exception>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include <specdec/specdec.hpp>
+#include <specdec/testing.hpp>
 
 // A text to learn from. Tokens are bytes, so the vocabulary is the 128 ASCII characters.
 static const char* const corpus =
@@ -48,7 +50,10 @@ class char_ngram_model {
   std::size_t size() const { return context_.size(); }
 
   void append(std::span<const specdec::token_id> tokens, std::span<float> logits) {
-    for (auto t : tokens)  // validate before touching the context: errors leave it unchanged
+    // Validate before touching the context: errors leave it unchanged.
+    if (logits.size() != tokens.size() * 128)
+      throw std::invalid_argument("char_ngram_model: logits.size() must be tokens.size() * 128");
+    for (auto t : tokens)
       if (t < 0 || t >= 128) throw std::out_of_range("char_ngram_model: token outside [0, 128)");
     wait(call_cost_);
     for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -104,6 +109,13 @@ static int run() {
   // text costing a tenth of that (a draft model is typically 10-50x smaller than its target).
   using std::chrono::microseconds;
   char_ngram_model target(corpus, 10, microseconds(1000)), draft_model(corpus, 3, microseconds(100));
+
+  // Before trusting an adapter, the conformance kit checks it against the LanguageModel contract
+  // (here on a copy without the wait: each check empties the model and appends to it).
+  char_ngram_model probe(corpus, 10, microseconds(0));
+  const auto report = specdec::testing::run_all(probe);
+  std::printf("conformance kit: %s\n\n", report.ok ? "the adapter passes every check" : report.message.c_str());
+  if (!report.ok) return 1;
 
   // Step 2: a decoder = a target + a drafter. model_drafter drafts with another LanguageModel.
   specdec::model_drafter drafter(draft_model);
