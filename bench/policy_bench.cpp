@@ -62,6 +62,16 @@ using specdec::token_id;
 
 constexpr std::size_t new_tokens = 64;
 
+// m.append(tokens, logits), taking at least `seconds` of wall time (a spin: sleep_for overshoots
+// short waits).
+void spin_append(specdec::test::table_model& m, std::span<const token_id> tokens,
+                 std::span<float> logits, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  m.append(tokens, logits);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
 // A table model whose append of n tokens also spins n x per_token seconds of wall time.
 class busy_model {
  public:
@@ -71,12 +81,7 @@ class busy_model {
   std::size_t size() const noexcept { return m_.size(); }
   std::size_t max_size() const noexcept { return 4096; }
   void append(std::span<const token_id> tokens, std::span<float> logits) {
-    const auto until =
-        std::chrono::steady_clock::now() +
-        std::chrono::duration<double>(per_token_ * static_cast<double>(tokens.size()));
-    m_.append(tokens, logits);
-    while (std::chrono::steady_clock::now() < until) {
-    }
+    spin_append(m_, tokens, logits, per_token_ * static_cast<double>(tokens.size()));
   }
   void truncate(std::size_t n) { m_.truncate(n); }
 
@@ -94,10 +99,7 @@ class four_member_model {
   std::size_t vocab_size() const noexcept { return m_.vocab_size(); }
   std::size_t size() const noexcept { return m_.size(); }
   void append(std::span<const token_id> tokens, std::span<float> logits) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(per_call_);
-    m_.append(tokens, logits);
-    while (std::chrono::steady_clock::now() < until) {
-    }
+    spin_append(m_, tokens, logits, per_call_);
   }
   void truncate(std::size_t n) { m_.truncate(n); }
 

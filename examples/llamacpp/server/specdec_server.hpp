@@ -15,11 +15,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <span>
-#include <string_view>
 #include <vector>
 
 #include "llama.h"
