@@ -287,7 +287,7 @@ for p in points:
         da = sum(int(r["draft_n_accepted"]) for r in ok)
         acc = f"{da / dn:.1%} ({da}/{dn})" if dn else ""
         same = ""
-        if s != "stock-plain" and base and seeds == "request":
+        if s != "stock-plain" and base and (seeds == "request" or float(temp) == 0):
             keys = [(r["round"], r["request"]) for r in ok if (p, "stock-plain", r["round"], r["request"]) in sha]
             same = f"{sum(sha[(p, s) + k] == sha[(p, 'stock-plain') + k] for k in keys)}/{len(keys)}"
         rt = f"{ratio:.2f}x" if not math.isnan(ratio) else ""

@@ -17,6 +17,7 @@
 #include "specdec/concepts/tree_language_model.hpp"
 #include "specdec/cost/calibrate.hpp"
 #include "specdec/cost/cost_keeper.hpp"
+#include "specdec/cost/step_fit.hpp"
 #include "specdec/decode/options.hpp"
 #include "specdec/decode/pipeline.hpp"
 #include "specdec/decoder.hpp"

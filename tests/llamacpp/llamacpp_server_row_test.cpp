@@ -226,11 +226,84 @@ TEST_CASE("llamacpp server draft: a draft model with a smaller vocabulary") {
     std::size_t beyond = 0;
     for (int i = 0; i < 200; ++i) {
       sd.begin_draft(0);
-      const llama_token x = sd.draft(row.data(), 0, 0.0f);
+      const llama_token x = sd.draft(smpl.get(), row.data(), 0, 0.0f);
       REQUIRE(x != LLAMA_TOKEN_NULL);
       if (static_cast<std::size_t>(x) >= n_draft) ++beyond;
     }
     CHECK(beyond == 0);
+  }
+}
+
+// The draft model's row is processed as the request processes the target's (the chain's bias,
+// penalties and truncations on the unscaled logits, then the temperature): a draft model whose
+// row equals the target's draws from stock's law for it, so every such draft would be kept. The
+// control, the same row at temperature 1 untruncated, must fail.
+TEST_CASE("llamacpp server draft: q is the draft row through the request's chain") {
+  const gguf_model& model = t::target();
+  const std::size_t n_vocab = static_cast<std::size_t>(llama_vocab_n_tokens(model.vocab()));
+  context_model m(model, {.n_ctx = 256, .n_threads = 1});
+  const std::vector<token_id>& prompt = t::prompts[0];
+  std::vector<float> logits(prompt.size() * n_vocab);
+  m.append(prompt, logits);
+  const std::vector<float> row(logits.end() - static_cast<std::ptrdiff_t>(n_vocab), logits.end());
+  const int idx = static_cast<int>(prompt.size()) - 1;
+
+  common_params_sampling params;  // llama-server's default chain at T = 0.8, a penalty, a bias
+  params.temp = 0.8f;
+  params.penalty_repeat = 1.3f;
+  params.logit_bias.push_back({prompt.back(), 2.0f});
+  params.no_perf = true;
+  auto smpl = make_sampler(params, "", prompt);
+  std::vector<float> law(n_vocab);
+  specdec::llama_server::stock_row_workspace ws;
+  ws.reserve(n_vocab);
+  specdec::llama_server::stock_row(smpl.get(), m.context(), idx, law, ws);
+  const dist p = logits_law(law);
+
+  specdec::llama_server::slot_speculation sd;
+  sd.start(params, false, false, smpl.get(), n_vocab, n_vocab);
+  REQUIRE(sd.draws_drafts());
+  std::vector<std::size_t> counts(n_vocab, 0);
+  for (int i = 0; i < 4000; ++i) {
+    sd.begin_draft(0);
+    const llama_token x = sd.draft(smpl.get(), row.data(), 0, 0.0f);
+    REQUIRE(x != LLAMA_TOKEN_NULL);
+    ++counts[static_cast<std::size_t>(x)];
+  }
+  const auto fit = specdec::test::chi_square(counts, p);
+  INFO("draft draws against the request's law for the row: " << fit.describe());
+  CHECK(fit.pass());
+  const auto control = specdec::test::chi_square(counts, logits_law(row));
+  INFO("draft draws against the raw row: " << control.describe());
+  CHECK_FALSE(control.pass());
+}
+
+// The keeper of emitted tokens' probabilities across requests: one asking for more n_probs than
+// the request that sized its buffers gets all of them, right.
+TEST_CASE("llamacpp server probs: a request asking for more n_probs than the one before") {
+  std::vector<float> row(16);
+  for (std::size_t i = 0; i < row.size(); ++i) row[i] = 0.25f * static_cast<float>(i);
+  row[3] = -INFINITY;
+  specdec::llama_server::emitted_probs_keeper keeper;
+  keeper.start(1, row.size());
+  keeper.clear();
+  for (int i = 0; i < 5; ++i) keeper.keep_row(row.data(), 7);
+  REQUIRE(keeper.has(4));
+  CHECK(keeper.get(4).top.size() == 1);
+  keeper.start(8, row.size());
+  keeper.clear();
+  CHECK_FALSE(keeper.has(0));
+  keeper.keep_row(row.data(), 15);
+  keeper.keep_row(row.data(), 14);
+  const dist p = logits_law(row);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto e = keeper.get(i);
+    REQUIRE(e.top.size() == 8);
+    CHECK(e.prob == Approx(p[15 - i]).epsilon(1e-5));
+    for (std::size_t j = 0; j < 8; ++j) {
+      CHECK(e.top[j].id == static_cast<llama_token>(15 - j));
+      CHECK(e.top[j].p == Approx(p[15 - j]).epsilon(1e-5));
+    }
   }
 }
 

@@ -6,7 +6,8 @@
 # SRC is never modified: DEST is a git clone of it, reset to SRC's commit and cleaned on every run
 # (so the patches always apply to the pinned source, whatever an earlier run left), then patched.
 # The patches change llama-server and add to common/ only (draft-simple gains an optional caller's
-# pick, without which it drafts as before; common_sampler gains two helpers), so the llama.cpp
+# pick and an option to catch its cache up at draft time, without which it drafts as before;
+# common_sampler gains three helpers), so the llama.cpp
 # libraries built from DEST behave as the pinned ones: CI builds the adapters' tests and the
 # server from one patched tree.
 # The patches are a git format-patch series (git am applies them to a llama.cpp branch as commits).

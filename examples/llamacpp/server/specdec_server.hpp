@@ -33,6 +33,7 @@
 #include <specdec/verify/coupled.hpp>
 #include <specdec/verify/rejection.hpp>
 
+#include "emitted_probs.hpp"
 #include "server_policy.hpp"
 #include "stock_row.hpp"
 
@@ -84,13 +85,6 @@ inline std::size_t vocab_size(const llama_model* model) {
   return static_cast<std::size_t>(llama_vocab_n_tokens(llama_model_get_vocab(model)));
 }
 
-/// What a request is told about one emitted token's distribution (llama-server's n_probs with
-/// post_sampling_probs): the token's probability and the most probable tokens, in order.
-struct emitted_probs {
-  float prob = 1.0f;
-  std::span<const llama_token_data> top;
-};
-
 /**
  * specdec's state for one slot: the rows it processed, the draft model's q, the generator and
  * workspaces. start() at each request; then, per step, either sample() (no draft) or
@@ -113,19 +107,16 @@ class slot_speculation {
     n_shared_ = std::min(n_vocab_, n_draft_row_);
     seed_ = params.seed;
     gen_.reseed(common_sampler_get_seed(smpl));  // a request without a seed got a random one
-    // The draft model's warp: the request's temperature and truncations (q is any distribution
-    // specdec knows exactly; the closer to the target's processed row, the more drafts are kept).
+    // The draft's draw: greedy or not, coupled or not, as the request (q itself is the draft
+    // row through the request's chain: draft_law).
     draft_sp_ = sampling_params{};
     draft_sp_.temperature = params.temp > 0.0f ? std::max(params.temp, sampling_params::min_temperature) : 0.0f;
-    draft_sp_.top_k = params.top_k > 0 ? static_cast<std::size_t>(params.top_k) : 0;
-    draft_sp_.top_p = params.top_p > 0.0f && params.top_p < 1.0f ? params.top_p : 1.0f;
-    draft_sp_.min_p = params.min_p > 0.0f && params.min_p < 1.0f ? params.min_p : 0.0f;
     draft_sp_.seed = seed_;
     draft_sp_.coupled = rule_ == rule::coupled;
-    n_probs_ = params.n_probs > 0 ? static_cast<std::size_t>(params.n_probs) : 0;
+    probs_.start(params.n_probs > 0 ? static_cast<std::size_t>(params.n_probs) : 0, n_vocab_);
     q_count_ = 0;
     q_tokens_.clear();
-    probs_count_ = 0;
+    probs_.clear();
     rows_.reserve(n_vocab_);
     row_ws_.reserve(n_vocab_);
   }
@@ -133,7 +124,7 @@ class slot_speculation {
   /// This step's draft length, 0 for no draft: at most `cap` (the room the slot has in its
   /// context) and at most what one llama_decode of `n_batch` tokens holds when `generating` slots
   /// each add their token and K drafts (n_batch / generating - 1, 0 when that is below 0); the
-  /// speed policy's plan within that when it runs (server_policy.hpp), else that bound itself.
+  /// speed policy's plan within that when it runs (server_plan.hpp), else that bound itself.
   int plan_k(int cap, std::size_t generating, int n_batch) {
     last_k_ = server_chain_plan().plan(std::min(cap, batch_room(n_batch, generating)), generating);
     return last_k_;
@@ -153,18 +144,18 @@ class slot_speculation {
   /// own draw (so a server without a draft model samples as stock llama-server does). The caller
   /// accepts it into `smpl`, as after common_sampler_sample.
   llama_token sample(common_sampler* smpl, llama_context* ctx, int idx, std::size_t index) {
-    probs_count_ = 0;
+    probs_.clear();
     if (rule_ != rule::coupled) return common_sampler_sample(smpl, ctx, idx);
     try {
       float* row = row_buffer(1);
       process_row(smpl, ctx, idx, row);
       const llama_token x = coupled_sample(std::span<const float>(row, n_vocab_), target_sp(),
                                            coupled_key(seed_, index), cws_);
-      keep_row_probs(row, x);
+      probs_.keep_row(row, x);
       return x;
     } catch (const std::exception& e) {
       LOG_WRN("specdec: %s; this token is sampled by llama.cpp\n", e.what());
-      probs_count_ = 0;
+      probs_.clear();
       return common_sampler_sample(smpl, ctx, idx);
     }
   }
@@ -178,12 +169,13 @@ class slot_speculation {
   }
 
   /// The draft model's pick of draft token `i` from its row of logits (the draft model's own
-  /// vocabulary wide): a draw from the row warped as the request asks (under the target's
-  /// coupled key with the coupled rule; the argmax when the request is greedy), among the ids
-  /// the target has too, its q kept for verify(). Returns LLAMA_TOKEN_NULL to end the draft:
-  /// when the draft model's largest probability is below `p_min` (llama.cpp's
-  /// --spec-draft-p-min), or on a row specdec refuses.
-  llama_token draft(const float* logits, std::size_t i, float p_min) {
+  /// vocabulary wide): a draw (under the target's coupled key with the coupled rule; the argmax
+  /// when the request is greedy) from the row processed by the request's own sampler `smpl` as
+  /// the target's rows are (logit bias, penalties, truncations on the unscaled logits, then the
+  /// temperature; the grammar apart), among the ids the target has too, its q kept for verify().
+  /// Returns LLAMA_TOKEN_NULL to end the draft: when the draft model's largest probability is
+  /// below `p_min` (llama.cpp's --spec-draft-p-min), or on a row specdec refuses.
+  llama_token draft(common_sampler* smpl, const float* logits, std::size_t i, float p_min) {
     if (rule_ == rule::stock || i != q_tokens_.size()) return LLAMA_TOKEN_NULL;
     try {
       // llama.cpp's rule for ending a draft: the draft model's own confidence, at temperature 1.
@@ -196,8 +188,7 @@ class slot_speculation {
       } else {
         if (q_.size() < (i + 1) * n_vocab_) q_.resize((i + 1) * n_vocab_);
         float* q = q_.data() + i * n_vocab_;
-        warp(row, draft_sp_, std::span<float>(q, n_shared_), warp_ws_);
-        std::fill(q + n_shared_, q + n_vocab_, 0.0f);
+        draft_law(smpl, row, std::span<float>(q, n_vocab_));
         x = draft_draw(std::span<const float>(q, n_vocab_), draft_sp_, draft_index_ + i, gen_, cws_);
         q_count_ = i + 1;
       }
@@ -222,7 +213,7 @@ class slot_speculation {
                                   llama_context* ctx, const std::vector<int>& idxs,
                                   const llama_tokens& draft, std::size_t index, bool replay) {
     std::vector<llama_token> out;
-    probs_count_ = 0;
+    probs_.clear();
     rows_read_.assign(idxs.begin(), idxs.end());
     if (rule_ == rule::stock) {
       out = sample_and_match(smpl, ctx, idxs, draft);
@@ -232,7 +223,7 @@ class slot_speculation {
       } catch (const std::exception& e) {
         LOG_WRN("specdec: %s; this step is verified by llama.cpp\n", e.what());
         common_sampler_copy(saved, smpl);
-        probs_count_ = 0;
+        probs_.clear();
         out = sample_and_match(smpl, ctx, idxs, draft);
       }
     }
@@ -247,15 +238,12 @@ class slot_speculation {
   /// Whether emitted_probability(i) holds the post-sampling probabilities of the i-th token the
   /// last sample() or verify() emitted (the request asked for n_probs, and that step processed
   /// its rows here; else llama.cpp's own candidates are the answer, as on stock's plain path).
-  bool has_probs(std::size_t i) const noexcept { return i < probs_count_; }
+  bool has_probs(std::size_t i) const noexcept { return probs_.has(i); }
 
   /// The post-sampling probabilities of the i-th token the last step emitted: its probability
   /// and the request's n_probs most probable tokens (none of probability 0), each from the row
   /// its token was drawn from, processed as stock processes it (the law it was drawn from).
-  emitted_probs emitted_probability(std::size_t i) const {
-    const std::size_t n = probs_top_n_[i];
-    return {probs_token_[i], std::span<const llama_token_data>(probs_top_.data() + i * n_probs_, n)};
-  }
+  emitted_probs emitted_probability(std::size_t i) const { return probs_.get(i); }
 
  private:
   // Processed logits are drawn from as they are: temperature 1 (the chain applied the request's
@@ -277,68 +265,33 @@ class slot_speculation {
     stock_row(smpl, ctx, idx, std::span<float>(out, n_vocab_), row_ws_);
   }
 
+  // q: the draft model's row (the shared ids) through the request's chain, as probabilities over
+  // the target's vocabulary (0 where the chain cut a token, and beyond the shared ids). Throws
+  // std::invalid_argument when the chain leaves no token.
+  void draft_law(common_sampler* smpl, std::span<const float> row, std::span<float> q) {
+    std::fill(q.begin(), q.end(), 0.0f);
+    common_sampler_process_logits(smpl, row.data(), static_cast<int>(row.size()));
+    const llama_token_data_array* c = common_sampler_get_candidates(smpl, false);
+    constexpr float none = -std::numeric_limits<float>::infinity();
+    float top = none;
+    for (std::size_t j = 0; j < c->size; ++j) top = std::max(top, c->data[j].logit);
+    if (!(top > none) || !std::isfinite(top)) throw std::invalid_argument("the draft row leaves no token after the request's sampler chain");
+    double total = 0.0;
+    for (std::size_t j = 0; j < c->size; ++j) {
+      const llama_token_data& t = c->data[j];
+      if (t.id < 0 || static_cast<std::size_t>(t.id) >= row.size() || !(t.logit > none)) continue;
+      const double w = std::exp(static_cast<double>(t.logit) - static_cast<double>(top));
+      q[static_cast<std::size_t>(t.id)] = static_cast<float>(w);
+      total += w;
+    }
+    const float scale = static_cast<float>(1.0 / total);
+    for (float& v : q) v *= scale;
+  }
+
   // The largest probability of a row of logits at temperature 1.
   static float top_probability(std::span<const float> logits) {
     return static_cast<float>(std::exp(static_cast<double>(checked_max(logits)) -
                                        log_sum_exp(logits)));
-  }
-
-  // A slot of the probabilities kept for the next emitted token (n_probs_ entries wide).
-  std::size_t next_probs_slot() {
-    const std::size_t i = probs_count_++;
-    if (probs_token_.size() < probs_count_) {
-      probs_token_.resize(probs_count_);
-      probs_top_n_.resize(probs_count_);
-      probs_top_.resize(probs_count_ * n_probs_);
-    }
-    return i;
-  }
-
-  // Keeps token x's probability and the top n_probs_ of a processed row (logits, -inf where the
-  // law is 0), as llama.cpp's dist sampler reports them: p = softmax in float, zeros dropped.
-  void keep_row_probs(const float* row, llama_token x) {
-    if (n_probs_ == 0) return;
-    const std::size_t slot = next_probs_slot();
-    const std::span<const float> logits(row, n_vocab_);
-    const double lse = log_sum_exp(logits);
-    const auto prob = [&](std::size_t id) {
-      return static_cast<float>(std::exp(static_cast<double>(logits[id]) - lse));
-    };
-    probs_token_[slot] = prob(static_cast<std::size_t>(x));
-    probs_order_.clear();
-    for (std::size_t id = 0; id < n_vocab_; ++id)
-      if (logits[id] > -std::numeric_limits<float>::infinity()) probs_order_.push_back(static_cast<llama_token>(id));
-    const std::size_t n = std::min(n_probs_, probs_order_.size());
-    std::partial_sort(probs_order_.begin(), probs_order_.begin() + static_cast<std::ptrdiff_t>(n),
-                      probs_order_.end(), [&](llama_token a, llama_token b) {
-                        return logits[static_cast<std::size_t>(a)] > logits[static_cast<std::size_t>(b)];
-                      });
-    std::size_t kept = 0;
-    for (; kept < n; ++kept) {
-      const llama_token id = probs_order_[kept];
-      const float p = prob(static_cast<std::size_t>(id));
-      if (p == 0.0f) break;
-      probs_top_[slot * n_probs_ + kept] = {id, logits[static_cast<std::size_t>(id)], p};
-    }
-    probs_top_n_[slot] = kept;
-  }
-
-  // Keeps token x's probability and the top n_probs_ of llama.cpp's candidates after its own
-  // draw (what stock's populate_token_probs reads on its plain path).
-  void keep_candidate_probs(common_sampler* smpl, llama_token x) {
-    if (n_probs_ == 0) return;
-    const std::size_t slot = next_probs_slot();
-    const llama_token_data_array* cur = common_sampler_get_candidates(smpl, true);
-    probs_token_[slot] = 1.0f;
-    for (std::size_t j = 0; j < cur->size; ++j)
-      if (cur->data[j].id == x) {
-        probs_token_[slot] = cur->data[j].p;
-        break;
-      }
-    std::size_t kept = 0;
-    for (; kept < std::min(n_probs_, cur->size) && cur->data[kept].p != 0.0f; ++kept)
-      probs_top_[slot * n_probs_ + kept] = cur->data[kept];
-    probs_top_n_[slot] = kept;
   }
 
   // llama.cpp's sample-and-match (common_sampler_sample_and_accept_n), keeping each row's
@@ -349,7 +302,7 @@ class slot_speculation {
     out.reserve(idxs.size());
     for (std::size_t i = 0; i < idxs.size(); ++i) {
       const llama_token x = common_sampler_sample(smpl, ctx, idxs[i]);
-      keep_candidate_probs(smpl, x);
+      probs_.keep_candidates(smpl, x);
       common_sampler_accept(smpl, x, true);
       out.push_back(x);
       if (i >= draft.size() || draft[i] != x) break;
@@ -398,7 +351,7 @@ class slot_speculation {
     common_sampler_accept(smpl, r.next, true);
     std::vector<llama_token> out(draft.begin(), draft.begin() + static_cast<std::ptrdiff_t>(r.accepted));
     out.push_back(r.next);
-    for (std::size_t i = 0; i < out.size(); ++i) keep_row_probs(buffer + i * n_vocab_, out[i]);
+    for (std::size_t i = 0; i < out.size(); ++i) probs_.keep_row(buffer + i * n_vocab_, out[i]);
     return out;
   }
 
@@ -421,17 +374,11 @@ class slot_speculation {
   std::vector<token_id> q_tokens_;  // the draft tokens drawn by draft()
   std::size_t draft_index_ = 0;     // the output index of this draft's first token
   int last_k_ = 0;
-  std::size_t n_probs_ = 0;                  // the request's n_probs (0: none kept)
-  std::size_t probs_count_ = 0;              // emitted tokens of the last step with probs kept
-  std::vector<float> probs_token_;           // ... each one's probability
-  std::vector<std::size_t> probs_top_n_;     // ... how many top tokens each has
-  std::vector<llama_token_data> probs_top_;  // ... the top tokens, n_probs_ a token
-  std::vector<llama_token> probs_order_;     // keep_row_probs' sort
+  emitted_probs_keeper probs_;              // the emitted tokens' probabilities (n_probs)
   std::vector<int> rows_read_;               // the last verify()'s rows in the target's batch
   rng gen_;
   rejection_workspace rws_;
   coupled_workspace cws_;
-  warp_workspace warp_ws_;
 };
 
 }  // namespace specdec::llama_server

@@ -264,6 +264,41 @@ def test_policy_in_metrics():
     assert len(depth1) == 1 and 0.0 <= float(depth1[0].split()[1]) <= 1.0
 
 
+def test_policy_cost_fitted_on_the_steps_served():
+    # The step cost the policy plans with is fitted on the steps the server runs: after a few
+    # requests /slots shows how many steps it rests on and the predicted step time at each K,
+    # positive, and a step drafting 8 tokens costs more than one drafting none.
+    s = make_server(n_max=None)
+    start(s)
+    for t in (0.0, 0.8):
+        complete(s, temperature=t, n_predict=48)
+    info = slot_info(s)[0]["specdec"]
+    s.stop()
+    assert info["steps_fitted"] > 10
+    by_k = info["step_seconds_by_k"]
+    assert len(by_k) == 9
+    assert all(x > 0 for x in by_k)
+    assert by_k[8] > by_k[0]
+
+
+def test_greedy_equal_to_plain_with_the_draft_caught_up_at_draft_time():
+    # The draft model catches up when a slot drafts and keeps its drafted tokens: greedy output is
+    # plain greedy's at a fixed K and under the policy (which drafts, then stops, then probes),
+    # over several requests reusing a slot's cache (cache_prompt) and two slots at once.
+    prompts = [PROMPT, "Lily and Ben", PROMPT + " was happy", "Once upon a time"]
+    reqs = [{"prompt": p, "temperature": 0.0, "n_predict": 40, "cache_prompt": True} for p in prompts]
+    plain = [r["tokens"] for r in run_on(make_server(draft=None), reqs)]
+    for n_max in (4, None):
+        res = run_on(make_server(n_max=n_max), reqs)
+        assert [r["tokens"] for r in res] == plain, n_max
+        if n_max == 4:
+            # The draft is the target's Q8_0 copy: with its cache caught up right it agrees with
+            # the target nearly always (a draft model missing its context would not).
+            drafted = sum(r["timings"]["draft_n"] for r in res)
+            kept = sum(r["timings"]["draft_n_accepted"] for r in res)
+            assert drafted > 0 and kept / drafted > 0.8, (kept, drafted)
+
+
 def test_policy_off_for_a_number_from_the_environment_or_config_file(tmp_path):
     global server
     s = make_server(n_max=None)
