@@ -37,12 +37,12 @@ namespace {
 
 namespace l2 = specdec::llama2c;
 namespace sb = specdec::bench;
-using specdec::chain_verification;
+using specdec::verification_rule;
 using specdec::token_id;
 
 // Decodes every prompt once with chains of up to k drafts; seeds differ per repetition.
 template <class Drafter>
-sb::totals decode(l2::model& target, Drafter& drafter, std::size_t k, chain_verification how,
+sb::totals decode(l2::model& target, Drafter& drafter, std::size_t k, verification_rule how,
                   float temperature, const std::vector<std::vector<token_id>>& prompts,
                   std::size_t max_new, std::uint64_t seed_base) {
   return sb::decode_all(target, drafter, k, {}, specdec::candidate_draw::iid, temperature, prompts,
@@ -53,7 +53,7 @@ struct drafter_row {
   std::string name;
   std::vector<std::size_t> ks;
   // Decodes all prompts with this drafter (k = 0: plain decoding).
-  std::function<sb::totals(std::size_t k, chain_verification, float, std::uint64_t)> run;
+  std::function<sb::totals(std::size_t k, verification_rule, float, std::uint64_t)> run;
 };
 
 // One table per temperature: every (drafter, K) row token-wise and block, interleaved with plain
@@ -68,8 +68,8 @@ void compare(const char* title, const std::vector<drafter_row>& drafters,
                 "block", "");
     for (const auto& d : drafters)
       for (const std::size_t k : d.ks) {
-        d.run(k, chain_verification::token, temp, 1);  // warm-up
-        d.run(k, chain_verification::block, temp, 1);
+        d.run(k, verification_rule::token, temp, 1);  // warm-up
+        d.run(k, verification_rule::block, temp, 1);
         sb::totals sum[2];
         std::vector<double> speed[2], ratio;
         for (int r = 0; r < reps; ++r) {
@@ -78,7 +78,7 @@ void compare(const char* title, const std::vector<drafter_row>& drafters,
           double rate[2];
           for (int b = 0; b < 2; ++b) {
             const auto s =
-                d.run(k, b ? chain_verification::block : chain_verification::token, temp, seeds);
+                d.run(k, b ? verification_rule::block : verification_rule::token, temp, seeds);
             sum[b].add(s);
             rate[b] = s.tokens_per_second();
             speed[b].push_back(rate[b] / base);
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
     l2::layer_skip_draft skip2(target, 2), skip3(target, 3);
     specdec::model_drafter<l2::layer_skip_draft> d2(skip2), d3(skip3);
     // Three seeds per prompt per repetition: 24 generations of up to 96 tokens.
-    const auto run_all = [&](auto& drafter, std::size_t k, chain_verification how, float temp,
+    const auto run_all = [&](auto& drafter, std::size_t k, verification_rule how, float temp,
                              std::uint64_t seeds) {
       sb::totals t;
       for (std::uint64_t s = 0; s < 3; ++s)
@@ -120,19 +120,19 @@ int main(int argc, char** argv) {
     const std::vector<drafter_row> rows{
         {"skip2of5",
          {2, 3, 4, 5, 6, 7, 8},
-         [&](std::size_t k, chain_verification how, float temp, std::uint64_t s) {
+         [&](std::size_t k, verification_rule how, float temp, std::uint64_t s) {
            return run_all(d2, k, how, temp, s);
          }},
         {"skip3of5",
          {2, 3, 4, 5, 6, 7, 8},
-         [&](std::size_t k, chain_verification how, float temp, std::uint64_t s) {
+         [&](std::size_t k, verification_rule how, float temp, std::uint64_t s) {
            return run_all(d3, k, how, temp, s);
          }},
     };
     compare(
         "aidreams260K (cache-resident), 1 thread", rows,
         [&](float temp, std::uint64_t s) {
-          return run_all(none, 0, chain_verification::token, temp, s);
+          return run_all(none, 0, verification_rule::token, temp, s);
         },
         reps);
   }
@@ -151,12 +151,12 @@ int main(int argc, char** argv) {
     const std::vector<drafter_row> rows{
         {"first3",
          {2, 4, 6, 8},
-         [&](std::size_t k, chain_verification how, float temp, std::uint64_t s) {
+         [&](std::size_t k, verification_rule how, float temp, std::uint64_t s) {
            return decode(target, df, k, how, temp, prompts, 64, s);
          }},
         {"skip3of12",
          {2, 4, 6, 8},
-         [&](std::size_t k, chain_verification how, float temp, std::uint64_t s) {
+         [&](std::size_t k, verification_rule how, float temp, std::uint64_t s) {
            return decode(target, ds, k, how, temp, prompts, 64, s);
          }},
     };
@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
     compare(
         title, rows,
         [&](float temp, std::uint64_t s) {
-          return decode(target, none, 0, chain_verification::token, temp, prompts, 64, s);
+          return decode(target, none, 0, verification_rule::token, temp, prompts, 64, s);
         },
         reps);
   }

@@ -52,6 +52,7 @@
 #include "bench/support/reshaped.hpp"
 #include "llama2c/engine/model.hpp"
 #include "llama2c/engine/tokenizer.hpp"
+#include "tests/support/four_member_model.hpp"
 #include "tests/support/table_model.hpp"
 
 namespace {
@@ -62,50 +63,27 @@ using specdec::token_id;
 
 constexpr std::size_t new_tokens = 64;
 
-// m.append(tokens, logits), taking at least `seconds` of wall time (a spin: sleep_for overshoots
-// short waits).
-void spin_append(specdec::test::table_model& m, std::span<const token_id> tokens,
-                 std::span<float> logits, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  m.append(tokens, logits);
-  while (std::chrono::steady_clock::now() < until) {
-  }
-}
-
-// A table model whose append of n tokens also spins n x per_token seconds of wall time.
+// A table model whose append of n tokens takes at least per_call + n x per_token seconds of wall
+// time (a spin: sleep_for overshoots short waits).
 class busy_model {
  public:
-  busy_model(specdec::test::table_model_options o, double per_token)
-      : m_(o), per_token_(per_token) {}
+  busy_model(specdec::test::table_model_options o, double per_call, double per_token)
+      : m_(o), per_call_(per_call), per_token_(per_token) {}
   std::size_t vocab_size() const noexcept { return m_.vocab_size(); }
   std::size_t size() const noexcept { return m_.size(); }
   std::size_t max_size() const noexcept { return 4096; }
   void append(std::span<const token_id> tokens, std::span<float> logits) {
-    spin_append(m_, tokens, logits, per_token_ * static_cast<double>(tokens.size()));
+    const double seconds = per_call_ + per_token_ * static_cast<double>(tokens.size());
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    m_.append(tokens, logits);
+    while (std::chrono::steady_clock::now() < until) {
+    }
   }
   void truncate(std::size_t n) { m_.truncate(n); }
 
  private:
   specdec::test::table_model m_;
-  double per_token_;
-};
-
-// An engine author's first adapter, as README and adapter.md teach it: the four required members
-// (no append_tree, no max_size), over a table model, each call spinning a fixed `per_call`
-// seconds whatever its length (the quickstart's toy models cost a call, not a token).
-class four_member_model {
- public:
-  four_member_model(specdec::test::table_model_options o, double per_call) : m_(o), per_call_(per_call) {}
-  std::size_t vocab_size() const noexcept { return m_.vocab_size(); }
-  std::size_t size() const noexcept { return m_.size(); }
-  void append(std::span<const token_id> tokens, std::span<float> logits) {
-    spin_append(m_, tokens, logits, per_call_);
-  }
-  void truncate(std::size_t n) { m_.truncate(n); }
-
- private:
-  specdec::test::table_model m_;
-  double per_call_;
+  double per_call_, per_token_;
 };
 
 std::string shape_text(const std::vector<std::size_t>& b) {
@@ -270,8 +248,8 @@ int main(int argc, char** argv) {
   const std::string which = argc > 2 ? argv[2] : "both";
   const std::string shape = argc > 3 ? argv[3] : "110M";
   if (which == "busy" || which == "both") {
-    busy_model target({.vocab_size = 64, .order = 3, .seed = 7}, 200e-6);
-    busy_model draft_model({.vocab_size = 64, .order = 3, .seed = 7, .mix = 0.3f, .mix_seed = 9},
+    busy_model target({.vocab_size = 64, .order = 3, .seed = 7}, 0.0, 200e-6);
+    busy_model draft_model({.vocab_size = 64, .order = 3, .seed = 7, .mix = 0.3f, .mix_seed = 9}, 0.0,
                            20e-6);
     specdec::model_drafter<busy_model> drafter(draft_model);
     std::vector<std::vector<token_id>> prompts;
@@ -280,10 +258,15 @@ int main(int argc, char** argv) {
                prompts, {}, 4, reps, "plain", 0.97);
   }
   if (which == "newcomer" || which == "both") {
-    four_member_model target({.vocab_size = 64, .order = 3, .seed = 7}, 500e-6);
-    four_member_model draft_model({.vocab_size = 64, .order = 3, .seed = 7, .mix = 0.3f, .mix_seed = 9},
-                                  50e-6);
-    specdec::model_drafter<four_member_model> drafter(draft_model);
+    // An engine author's first adapter, as README and adapter.md teach it (the four required
+    // members, no append_tree, no max_size), each call costing a fixed time whatever its length
+    // (the quickstart's toy models cost a call, not a token).
+    using newcomer = specdec::test::four_member_model<busy_model>;
+    busy_model target_engine({.vocab_size = 64, .order = 3, .seed = 7}, 500e-6, 0.0);
+    busy_model draft_engine({.vocab_size = 64, .order = 3, .seed = 7, .mix = 0.3f, .mix_seed = 9}, 50e-6, 0.0);
+    newcomer target(target_engine);
+    newcomer draft_model(draft_engine);
+    specdec::model_drafter<newcomer> drafter(draft_model);
     std::vector<std::vector<token_id>> prompts;
     for (token_id p = 0; p < 4; ++p) prompts.push_back({p, static_cast<token_id>(p + 5), 11});
     run_target("newcomer: the four-member adapter (no append_tree), 500 us a call, draft 50 us a call, V = 64",

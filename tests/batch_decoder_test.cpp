@@ -60,7 +60,7 @@ std::vector<request> varied_requests() {
   r[2].prompt = {9, 9, 2, 6, 5, 3, 5};
   r[2].options.sampling = {.temperature = 1.0f, .seed = 12};
   r[2].options.draft_length = 6;
-  r[2].options.verification = specdec::chain_verification::block;
+  r[2].options.verification = specdec::verification_rule::block;
   r[2].options.max_new_tokens = 35;
   r[3].prompt = {1};
   r[3].options.sampling = {.temperature = 0.7f, .top_k = 5, .seed = 13};

@@ -340,7 +340,7 @@ TEST_CASE("block: through the decoder, the emitted tokens keep the target's join
         specdec::generate_options o;
         o.draft_length = k;
         o.sampling = w.sp;
-        o.verification = specdec::chain_verification::block;
+        o.verification = specdec::verification_rule::block;
         const auto got = specdec::test::sample_first_three(decoder, prompt, o, 5, trials, 7000 * k);
         const auto chi = specdec::test::chi_square(got.counts, expected);
         INFO(chi.describe());
@@ -361,7 +361,7 @@ TEST_CASE("block: a tree with block verification is refused, the decoder stays u
   o.max_new_tokens = 12;
   o.sampling.temperature = 1.0f;
   o.tree = {2, 2};
-  o.verification = specdec::chain_verification::block;
+  o.verification = specdec::verification_rule::block;
   CHECK_THROWS_WITH(decoder.generate(prompt, o), Catch::Contains("generate_options.verification"));
   o.tree.clear();
   CHECK(decoder.generate(prompt, o).tokens.size() == 12);

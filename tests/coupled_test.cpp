@@ -26,7 +26,7 @@
 namespace {
 
 using specdec::candidate_draw;
-using specdec::chain_verification;
+using specdec::verification_rule;
 using specdec::coupled_key;
 using specdec::generate_options;
 using specdec::sampling_params;
@@ -146,7 +146,7 @@ TEST_CASE("coupled: plain decoding's law is the target's over 8 positions, and a
   for (const sampling_params& sp :
        {at(1.0f), at(0.8f, 3, 0.9f), at(1.2f, 0, 1.0f, 0.2f), at(0.9f, 0, 0.8f)}) {
     auto o = options_of(sp, length);
-    o.verification = chain_verification::coupled;
+    o.verification = verification_rule::coupled;
     table_model target(target_table);
     const auto got = sample_runs(
         [&](std::uint64_t s) {
@@ -197,7 +197,7 @@ generate_options coupled_options(const sampling_params& sp, std::uint64_t seed) 
   o.max_new_tokens = 48;
   o.sampling = sp;
   o.sampling.seed = seed;
-  o.verification = chain_verification::coupled;
+  o.verification = verification_rule::coupled;
   return o;
 }
 
@@ -390,7 +390,7 @@ TEST_CASE("coupled: the mode draws its own tokens, not the generator's") {
   for (std::uint64_t seed = 0; seed < 8; ++seed) {
     const generate_options coupled = coupled_options(at(1.0f), seed);
     generate_options sequential = coupled;
-    sequential.verification = chain_verification::token;
+    sequential.verification = verification_rule::token;
     differ += plain(coupled) != plain(sequential);
   }
   CHECK(differ >= 7);
@@ -400,7 +400,7 @@ TEST_CASE("sample-and-match: the target's law, and plain decoding's tokens with 
   namespace law = specdec::test::law;
   for (const sampling_params& sp : {at(1.0f), at(0.8f, 3, 0.9f)}) {
     auto o = law::options_of(sp, 6);
-    o.verification = chain_verification::sample_match;
+    o.verification = verification_rule::sample_match;
     o.draft_length = 4;
     INFO("T = " << sp.temperature << ", top-k " << sp.top_k);
     law::check_law(law::run_model_drafter<table_model>(o, 12000, 500), sp, 4);
@@ -409,7 +409,7 @@ TEST_CASE("sample-and-match: the target's law, and plain decoding's tokens with 
   }
   for (std::uint64_t seed = 0; seed < 6; ++seed) {
     generate_options o = coupled_options(at(0.9f), seed);
-    o.verification = chain_verification::sample_match;
+    o.verification = verification_rule::sample_match;
     const auto want = plain(o);
     for (const std::size_t k : {1u, 3u, 8u}) {
       table_model target(big_target), draft_model(big_draft);

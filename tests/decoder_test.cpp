@@ -607,10 +607,10 @@ TEST_CASE("decoder: the public enums have names (to_string)") {
   CHECK(std::string(to_string(specdec::stop_reason::stop_token)) == "stop_token");
   CHECK(std::string(to_string(specdec::stop_reason::callback)) == "callback");
   CHECK(std::string(to_string(specdec::stop_reason::context_full)) == "context_full");
-  CHECK(std::string(to_string(specdec::chain_verification::token)) == "token");
-  CHECK(std::string(to_string(specdec::chain_verification::block)) == "block");
-  CHECK(std::string(to_string(specdec::chain_verification::coupled)) == "coupled");
-  CHECK(std::string(to_string(specdec::chain_verification::sample_match)) == "sample-match");
+  CHECK(std::string(to_string(specdec::verification_rule::token)) == "token");
+  CHECK(std::string(to_string(specdec::verification_rule::block)) == "block");
+  CHECK(std::string(to_string(specdec::verification_rule::coupled)) == "coupled");
+  CHECK(std::string(to_string(specdec::verification_rule::sample_match)) == "sample-match");
   CHECK(std::string(to_string(specdec::sequence_status::running)) == "running");
   CHECK(std::string(to_string(specdec::sequence_status::finished)) == "finished");
   CHECK(std::string(to_string(specdec::sequence_status::failed)) == "failed");

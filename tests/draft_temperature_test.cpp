@@ -36,7 +36,7 @@ TEST_CASE("draft temperature: model drafter chains and trees keep the target's l
       auto o = options_of(target_warp, 5);
       o.draft_length = 4;
       o.draft_temperature = t;
-      o.verification = specdec::chain_verification::block;
+      o.verification = specdec::verification_rule::block;
       check_law(run_model_drafter<table_model>(o, trials, 200), target_warp, 4);
     }
     SECTION(at + ", tree 2x2x2 without replacement") {

@@ -12,6 +12,7 @@
 #include <specdec/specdec.hpp>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "support/batch_table_model.hpp"
@@ -377,7 +378,7 @@ TEST_CASE("edges: rows are processed when a verifier reads them, and never other
       o.max_new_tokens = 40;
       o.sampling = greedy ? greedy_sampling() : sampled(6);
       o.verification =
-          block ? specdec::chain_verification::block : specdec::chain_verification::token;
+          block ? specdec::verification_rule::block : specdec::verification_rule::token;
       o.sampling.processor = dead_end_processor{dead, &calls};
       table_model target(target_table);
       wrong_drafter drafter{12};
@@ -520,3 +521,9 @@ TEST_CASE("edges: trees are drafted within the model's max_tree_size() and max_t
     CHECK(replanned.generate(prompt, o).tokens == reference);
   }
 }
+
+// verification_rule's former name still compiles, as a deprecated alias, for one release.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static_assert(std::is_same_v<specdec::chain_verification, specdec::verification_rule>);
+#pragma GCC diagnostic pop

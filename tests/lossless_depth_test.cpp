@@ -439,7 +439,7 @@ TEST_CASE("lossless depth: model drafter chains, block verification, K = 2..8") 
       SECTION(warps[w].name + ", K = " + std::to_string(k)) {
         auto o = options_of(w, k + 1);
         o.draft_length = k;
-        o.verification = specdec::chain_verification::block;
+        o.verification = specdec::verification_rule::block;
         const auto got = run_model_drafter<table_model>(o, trials, 2000 * k + 100 * w);
         check_chain_depth(got.depth, k, static_cast<std::size_t>(trials));
         check_law(got, w);
@@ -736,16 +736,16 @@ TEST_CASE("lossless depth: batch decoder, chains of 8 (token-wise, block) and tr
   const int trials = 12000;
   struct batch_case {
     std::string name;
-    specdec::chain_verification verification;
+    specdec::verification_rule verification;
     std::vector<std::size_t> tree;
     candidate_draw draw = candidate_draw::iid;
   };
   const std::vector<batch_case> cases{
-      {"chain of 8, token-wise", specdec::chain_verification::token, {}},
-      {"chain of 8, block", specdec::chain_verification::block, {}},
-      {"tree 2x2x2x2, i.i.d.", specdec::chain_verification::token, {2, 2, 2, 2}},
+      {"chain of 8, token-wise", specdec::verification_rule::token, {}},
+      {"chain of 8, block", specdec::verification_rule::block, {}},
+      {"tree 2x2x2x2, i.i.d.", specdec::verification_rule::token, {2, 2, 2, 2}},
       {"tree 2x2x2x2, without replacement",
-       specdec::chain_verification::token,
+       specdec::verification_rule::token,
        {2, 2, 2, 2},
        candidate_draw::without_replacement},
   };

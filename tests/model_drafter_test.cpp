@@ -219,8 +219,8 @@ TEST_CASE("model_drafter: with p_min the decoder stays lossless") {
     CHECK(r.tokens == plain.tokens);
     CHECK(r.stats.drafted_tokens < 4 * r.stats.target_calls);  // some chains stopped early
   }
-  for (const auto verification : {specdec::chain_verification::token, specdec::chain_verification::block})
-  DYNAMIC_SECTION("sampled, " << (verification == specdec::chain_verification::block ? "block" : "token")
+  for (const auto verification : {specdec::verification_rule::token, specdec::verification_rule::block})
+  DYNAMIC_SECTION("sampled, " << (verification == specdec::verification_rule::block ? "block" : "token")
                   << " verification: the target's joint distribution of three tokens") {
     specdec::sampling_params sp;
     sp.temperature = 0.9f;

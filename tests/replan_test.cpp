@@ -19,6 +19,7 @@
 #include "support/batch_table_model.hpp"
 #include "support/chi_square.hpp"
 #include "support/exact_joint.hpp"
+#include "support/four_member_model.hpp"
 #include "support/table_model.hpp"
 #include "support/tree_table_model.hpp"
 
@@ -499,27 +500,7 @@ TEST_CASE("replan: the policy's options are checked at the entry") {
   CHECK(decoder.generate(prompt, o).tokens.size() == 10);
 }
 
-namespace {
-
-// An engine author's plain adapter: the four required members of LanguageModel and nothing else
-// (no append_tree, no max_size), over a table model, counting the appends the decoder makes.
-class four_member_model {
- public:
-  explicit four_member_model(table_model& inner) : inner_(inner) {}
-  std::size_t vocab_size() const { return inner_.vocab_size(); }
-  std::size_t size() const { return inner_.size(); }
-  void append(std::span<const token_id> tokens, std::span<float> logits) {
-    inner_.append(tokens, logits);
-    ++appends;
-  }
-  void truncate(std::size_t n) { inner_.truncate(n); }
-  std::size_t appends = 0;
-
- private:
-  table_model& inner_;
-};
-
-}  // namespace
+using specdec::test::four_member_model;
 
 TEST_CASE("replan: on a model without append_tree the policy plans chains, and the statistics count calls") {
   // The cost curve makes trees worth planning where one call scores them (a cheap wide call),
@@ -547,7 +528,7 @@ TEST_CASE("replan: on a model without append_tree the policy plans chains, and t
   }
   // The same on the four-member adapter: only chains are planned, one call a step.
   table_model inner({.vocab_size = 16, .order = 3, .seed = 7});
-  four_member_model target(inner);
+  four_member_model<table_model> target(inner);
   table_model copy({.vocab_size = 16, .order = 3, .seed = 8});
   drafter_t drafter(copy);
   specdec::speculative_decoder decoder(target, drafter);

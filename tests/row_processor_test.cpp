@@ -89,7 +89,7 @@ TEST_CASE("row processor: model drafter chains (token-wise K = 4, 8 - block K = 
     SECTION(w.name + ", block, K = 4") {
       auto o = options_of(w.sp, 5);
       o.draft_length = 4;
-      o.verification = specdec::chain_verification::block;
+      o.verification = specdec::verification_rule::block;
       check_law(run_model_drafter<table_model>(o, trials, 500), w.sp, 4);
     }
     for (const auto draw : {candidate_draw::iid, candidate_draw::without_replacement}) {

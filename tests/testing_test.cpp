@@ -9,6 +9,7 @@
 
 #include <specdec/testing.hpp>
 
+#include "support/four_member_model.hpp"
 #include "support/prefill_models.hpp"
 #include "support/table_model.hpp"
 #include "support/tree_table_model.hpp"
@@ -242,24 +243,9 @@ TEST_CASE("testing: prefill then append equals append alone (check i)") {
   }
 }
 
-namespace {
-
-// The four members only: no max_size().
-class four_member_table {
- public:
-  std::size_t vocab_size() const { return m_.vocab_size(); }
-  std::size_t size() const { return m_.size(); }
-  void append(std::span<const specdec::token_id> t, std::span<float> l) { m_.append(t, l); }
-  void truncate(std::size_t n) { m_.truncate(n); }
-
- private:
-  table_model m_{{.vocab_size = 11}};
-};
-
-}  // namespace
-
 TEST_CASE("testing: a model without max_size() is reported as having none") {
-  four_member_table m;
+  table_model inner({.vocab_size = 11});
+  specdec::test::four_member_model m(inner);
   const auto rep = testing::run_all(m);
   INFO(rep.message);
   CHECK_THAT(find(rep, "size_reporting").message, Catch::Contains("max_size none"));

@@ -138,7 +138,7 @@ void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcep
 namespace {
 
 using specdec::candidate_draw;
-using specdec::chain_verification;
+using specdec::verification_rule;
 using specdec::generate_options;
 using specdec::row_matrix;
 using specdec::sampling_params;
@@ -376,8 +376,8 @@ TEST_CASE("warm_step_alloc: the counters see operator new, Eigen's malloc and re
 
 TEST_CASE("warm_step_alloc: speculative_decoder with model_drafter chains") {
   for (const auto& [name, sp] : samplings()) {
-    for (const auto verification : {chain_verification::token, chain_verification::block}) {
-      if (sp.greedy() && verification == chain_verification::block) continue;
+    for (const auto verification : {verification_rule::token, verification_rule::block}) {
+      if (sp.greedy() && verification == verification_rule::block) continue;
       quiet_model<table_model> target(target_table), draft_model(draft_table);
       specdec::model_drafter drafter(draft_model);
       specdec::speculative_decoder decoder(target, drafter);
@@ -386,7 +386,7 @@ TEST_CASE("warm_step_alloc: speculative_decoder with model_drafter chains") {
       o.sampling = sp;
       o.verification = verification;
       const counts c = warm_run(decoder, prompt(false), o);
-      INFO(name << (verification == chain_verification::block ? ", block" : ", token-wise") << ": "
+      INFO(name << (verification == verification_rule::block ? ", block" : ", token-wise") << ": "
                 << c.describe());
       CHECK(c.steps > 5);
       CHECK(c.none());
@@ -579,7 +579,7 @@ TEST_CASE("warm_step_alloc: sampled 2x2 trees from a short prompt, 12 warm-up st
     for (std::size_t i = 0; i < 40 && !decoder.done(); ++i) decoder.step();
     return disarm(40);
   };
-  for (const auto rule : {chain_verification::token, chain_verification::coupled}) {
+  for (const auto rule : {verification_rule::token, verification_rule::coupled}) {
     for (const auto draw : {candidate_draw::iid, candidate_draw::without_replacement}) {
       o.tree_draw = draw;
       o.verification = rule;
@@ -587,7 +587,7 @@ TEST_CASE("warm_step_alloc: sampled 2x2 trees from a short prompt, 12 warm-up st
       o.sampling.seed = 11;
       const std::string how =
           std::string(draw == candidate_draw::iid ? "iid" : "without replacement") +
-          (rule == chain_verification::coupled ? ", coupled" : "");
+          (rule == verification_rule::coupled ? ", coupled" : "");
       {
         quiet_model<table_model> draft_model(draft_table);
         specdec::model_drafter drafter(draft_model);

@@ -105,7 +105,7 @@ totals decode_all(llama2c::model& target, Drafter& drafter, std::size_t k,
                   const std::vector<std::size_t>& tree, candidate_draw draw, float temperature,
                   const std::vector<std::vector<token_id>>& encoded,
                   std::size_t max_new = new_tokens,
-                  chain_verification verification = chain_verification::token,
+                  verification_rule verification = verification_rule::token,
                   std::uint64_t seed_base = 1000) {
   speculative_decoder decoder(target, drafter);
   totals t;

@@ -78,9 +78,30 @@ constexpr const char* to_string(sequence_status s) noexcept {
  */
 template <class Batch, class Draft = no_drafter>
 class batch_decoder {
+  // Chosen only when Batch or Draft does not model its concept: the static_asserts name what is
+  // missing, and the members below do nothing, so that no further errors follow.
   static_assert(detail::check_batch_language_model<Batch>());
   static_assert(detail::check_drafter<Draft>());
 
+ public:
+  explicit batch_decoder(Batch&, batch_options = {}) {}
+  sequence_id add(std::span<const token_id>, const generate_options&, Draft&) { return 0; }
+  const batch_step_result& step() { return step_; }
+  void run() {}
+  void remove(sequence_id) {}
+  generate_result result(sequence_id) const { return {}; }
+  sequence_status status(sequence_id) const { return {}; }
+  std::size_t running_count() const noexcept { return 0; }
+  const batch_stats& stats() const noexcept { return stats_; }
+
+ private:
+  batch_step_result step_;
+  batch_stats stats_;
+};
+
+template <class Batch, class Draft>
+  requires BatchLanguageModel<Batch> && Drafter<Draft> && detail::drafts_with_a_language_model<Draft>
+class batch_decoder<Batch, Draft> {
  public:
   /// Throws std::invalid_argument for a K policy whose cost curve is not positive and finite.
   explicit batch_decoder(Batch& model, batch_options options = {})

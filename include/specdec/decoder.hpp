@@ -34,14 +34,34 @@ namespace specdec {
  *
  * Use generate() for a whole run, or start() then step() until done() to drive it from an
  * engine's own scheduler. The decoder holds references: the models and the drafter must outlive
- * it. Not thread-safe. (Target must model LanguageModel and Draft must model Drafter; the class
- * checks it with a static_assert that says what is missing.)
+ * it. Not thread-safe. (Target must model LanguageModel and Draft must model Drafter; otherwise
+ * the class is one that only says, in a static_assert, what is missing.)
  */
 template <class Target, class Draft = no_drafter>
 class speculative_decoder {
+  // Chosen only when Target or Draft does not model its concept: the static_asserts name what is
+  // missing, and the members below do nothing, so that no further errors follow.
   static_assert(detail::check_language_model<Target>());
   static_assert(detail::check_drafter<Draft>());
 
+ public:
+  speculative_decoder(Target&, Draft&) {}
+  generate_result generate(std::span<const token_id>, const generate_options&) { return {}; }
+  void start(std::span<const token_id>, const generate_options&) {}
+  step_result step() { return {}; }
+  bool done() const noexcept { return true; }
+  stop_reason reason() const noexcept { return {}; }
+  std::span<const token_id> history() const noexcept { return {}; }
+  const decode_stats& stats() const noexcept { return stats_; }
+  void forget_measurements() noexcept {}
+
+ private:
+  decode_stats stats_;
+};
+
+template <class Target, class Draft>
+  requires LanguageModel<Target> && Drafter<Draft> && detail::drafts_with_a_language_model<Draft>
+class speculative_decoder<Target, Draft> {
  public:
   /// Throws std::invalid_argument, naming the drafter or its part (composed drafters are checked
   /// part by part), if one has a vocabulary that differs from the target's, drafts with the

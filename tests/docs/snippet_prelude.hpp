@@ -21,6 +21,14 @@ struct model {  // a LanguageModel, for fragments that need one
   void truncate(std::size_t n);
 };
 struct engine_t {};
+struct batch_engine {  // a BatchLanguageModel, for fragments that serve several sequences
+  std::size_t vocab_size() const;
+  specdec::sequence_id create_sequence();
+  void release_sequence(specdec::sequence_id id);
+  std::size_t size(specdec::sequence_id id) const;
+  void truncate(specdec::sequence_id id, std::size_t n);
+  void score(std::span<const specdec::batch_entry> entries);
+};
 }  // namespace snippet
 
 extern my_engine::session session;  // a session of the engine

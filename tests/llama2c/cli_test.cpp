@@ -45,7 +45,7 @@ TEST_CASE("cli: defaults") {
   CHECK(c.draft_layers == 0);
   CHECK(c.k == 0);
   CHECK_FALSE(c.k_auto);
-  CHECK(c.verification == specdec::chain_verification::block);  // sampled chains
+  CHECK(c.verification == specdec::verification_rule::block);  // sampled chains
   CHECK(c.draft_min == 0);
   CHECK(c.ngram.min_ngram == 2);
   CHECK(c.ngram.max_ngram == 4);
@@ -177,13 +177,13 @@ TEST_CASE("cli: every flag in every spelling") {
     CHECK_FALSE(with({"--tree", "4x2x2"}).k_auto);
     CHECK(parse({"--replacement", "without"}).draw == specdec::candidate_draw::without_replacement);
     CHECK(parse({"--replacement", "with"}).draw == specdec::candidate_draw::iid);
-    CHECK(parse({"--temp", "0"}).verification == specdec::chain_verification::token);  // greedy
-    CHECK(parse({"--temp", "0.8"}).verification == specdec::chain_verification::block);
+    CHECK(parse({"--temp", "0"}).verification == specdec::verification_rule::token);  // greedy
+    CHECK(parse({"--temp", "0.8"}).verification == specdec::verification_rule::block);
     CHECK(with({"--temp", "0.8", "--tree", "2x2"}).verification ==
-          specdec::chain_verification::token);
+          specdec::verification_rule::token);
     CHECK(parse({"--temp", "0.8", "--verification", "token"}).verification ==
-          specdec::chain_verification::token);
-    CHECK(parse({"--verification", "block"}).verification == specdec::chain_verification::block);
+          specdec::verification_rule::token);
+    CHECK(parse({"--verification", "block"}).verification == specdec::verification_rule::block);
   }
   SECTION("a later flag wins, across spellings") {
     CHECK(parse({"--draft", "ngram", "-k", "2", "--draft-max", "5"}).k == 5);

@@ -86,12 +86,12 @@ TEST_CASE("specdec-llama cli: --spec-draft-n-min and -p-min act on a draft model
 }
 
 TEST_CASE("specdec-llama cli: --verification token | block | coupled | sample-match") {
-  using specdec::chain_verification;
-  CHECK(parse_llama_cli({"-m", "t.gguf"}).verification == chain_verification::token);
+  using specdec::verification_rule;
+  CHECK(parse_llama_cli({"-m", "t.gguf"}).verification == verification_rule::token);
   CHECK(parse_llama_cli({"-m", "t.gguf", "--verification", "coupled"}).verification ==
-        chain_verification::coupled);
+        verification_rule::coupled);
   CHECK(parse_llama_cli({"-m", "t.gguf", "--verification", "sample-match"}).verification ==
-        chain_verification::sample_match);
+        verification_rule::sample_match);
   // coupled verifies trees too; block does not.
   CHECK(parse_llama_cli({"-m", "t.gguf", "-md", "d.gguf", "--tree", "2x2", "--verification",
                          "coupled"})

@@ -65,13 +65,13 @@ TEST_CASE("llamacpp decoder: greedy speculative output equals plain greedy, ever
     specdec::speculative_decoder decoder(target, drafter);
     each_prompt([&](const auto& prompt, const auto& plain, specdec::generate_options& o) {
       for (std::size_t k : {1u, 3u, 5u, 8u})
-        for (auto v : {specdec::chain_verification::token, specdec::chain_verification::block}) {
+        for (auto v : {specdec::verification_rule::token, specdec::verification_rule::block}) {
           o.draft_length = k;
           o.verification = v;
-          INFO("K = " << k << (v == specdec::chain_verification::block ? ", block" : ""));
+          INFO("K = " << k << (v == specdec::verification_rule::block ? ", block" : ""));
           CHECK(decoder.generate(prompt, o).tokens == plain);
         }
-      o.verification = specdec::chain_verification::token;
+      o.verification = specdec::verification_rule::token;
       for (const char* shape : {"2x2", "4x2x1", "3x3x2x1"}) {
         o.tree = specdec::parse_branching(shape);
         INFO("tree " << shape << " in one llama_decode");
@@ -170,7 +170,7 @@ TEST_CASE("llamacpp decoder: coupled sampling emits plain decoding's tokens with
       o.sampling.top_k = 40;
       o.sampling.top_p = 0.95f;
       o.sampling.seed = seed;
-      o.verification = specdec::chain_verification::coupled;
+      o.verification = specdec::verification_rule::coupled;
       context_model plain_model(t::target(), {.n_ctx = 256});
       const auto plain = specdec::generate_autoregressive(plain_model, prompt, o).tokens;
       tree_model target(t::target(), tree_options(32, {.n_ctx = 256}));

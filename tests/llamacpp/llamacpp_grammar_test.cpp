@@ -73,16 +73,16 @@ TEST_CASE("llamacpp grammar: greedy speculative output with a grammar equals pla
       specdec::model_drafter drafter(draft);
       specdec::speculative_decoder decoder(target, drafter);
       for (std::size_t k : {1u, 4u, 8u})
-        for (auto v : {specdec::chain_verification::token, specdec::chain_verification::block}) {
+        for (auto v : {specdec::verification_rule::token, specdec::verification_rule::block}) {
           o.draft_length = k;
           o.verification = v;
-          INFO("K = " << k << (v == specdec::chain_verification::block ? ", block" : ""));
+          INFO("K = " << k << (v == specdec::verification_rule::block ? ", block" : ""));
           g.start(prompt);
           const auto got = decoder.generate(prompt, o).tokens;
           CHECK(got == want);
           CHECK(g.accepts(got));
         }
-      o.verification = specdec::chain_verification::token;
+      o.verification = specdec::verification_rule::token;
       for (const char* shape : {"2x2", "4x2x1", "3x3x2x1"}) {
         o.tree = specdec::parse_branching(shape);
         INFO("tree " << shape);

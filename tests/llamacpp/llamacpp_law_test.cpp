@@ -136,16 +136,16 @@ TEST_CASE("llamacpp law: sampled speculative decoding keeps the target's joint l
   struct config {
     const char* name;
     std::size_t k;
-    specdec::chain_verification verification;
+    specdec::verification_rule verification;
     std::vector<std::size_t> tree;
   };
   const std::vector<config> configs{
-      {"plain", 0, specdec::chain_verification::token, {}},
-      {"draft model, K = 3, token verification", 3, specdec::chain_verification::token, {}},
-      {"draft model, K = 3, block verification", 3, specdec::chain_verification::block, {}},
+      {"plain", 0, specdec::verification_rule::token, {}},
+      {"draft model, K = 3, token verification", 3, specdec::verification_rule::token, {}},
+      {"draft model, K = 3, block verification", 3, specdec::verification_rule::block, {}},
       {"draft model, tree 2x2x1 in one llama_decode",
        3,
-       specdec::chain_verification::token,
+       specdec::verification_rule::token,
        {2, 2, 1}},
   };
   std::uint64_t seed = 1000;

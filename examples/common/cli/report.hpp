@@ -19,7 +19,7 @@ namespace specdec::cli {
 inline const char* stop_reason_name(specdec::stop_reason r) { return specdec::to_string(r); }
 
 /// The name of a verification rule as both command lines spell it (specdec::to_string's).
-inline const char* verification_name(specdec::chain_verification v) { return specdec::to_string(v); }
+inline const char* verification_name(specdec::verification_rule v) { return specdec::to_string(v); }
 
 /// The sampling in force as JSON, the seed used included (`seed_drawn`: it was not given).
 inline nlohmann::ordered_json sampling_json(const shared_options& c) {

@@ -57,7 +57,7 @@ struct shared_options {
   std::size_t draft_min = 0;         ///< --draft-min: shorter drafts are not verified
   float draft_p_min = 0.0f;          ///< --draft-p-min: a draft model stops below it
   std::vector<std::size_t> tree;     ///< --tree k1xk2x...; empty = chains
-  specdec::chain_verification verification = specdec::chain_verification::token;
+  specdec::verification_rule verification = specdec::verification_rule::token;
   bool verification_given = false;
   bool json = false;
   bool compare_plain = false;
@@ -242,13 +242,13 @@ class shared_flags {
     c.verification_given = p.given(verification_);
     if (c.verification_given) {
       if (verification_text_ == "token")
-        c.verification = specdec::chain_verification::token;
+        c.verification = specdec::verification_rule::token;
       else if (verification_text_ == "block")
-        c.verification = specdec::chain_verification::block;
+        c.verification = specdec::verification_rule::block;
       else if (verification_text_ == "coupled")
-        c.verification = specdec::chain_verification::coupled;
+        c.verification = specdec::verification_rule::coupled;
       else if (verification_text_ == "sample-match")
-        c.verification = specdec::chain_verification::sample_match;
+        c.verification = specdec::verification_rule::sample_match;
       else
         p.bad(verification_, verification_text_, "is not token, block, coupled or sample-match");
     }

@@ -278,7 +278,7 @@ class cli_parser {
       c.tree[0] = c.ngram_candidates;
     }
     const CLI::Option* v = shared_.verification_flag();
-    if (o.verification_given && c.verification == specdec::chain_verification::block &&
+    if (o.verification_given && c.verification == specdec::verification_rule::block &&
         !c.tree.empty())
       throw usage_error(p_.typed(v) +
                         " block: applies to chains of drafts, not to --tree or --ngram-candidates");
@@ -286,7 +286,7 @@ class cli_parser {
     // on EAGLE-style heads at temperature 0.8: more tokens per call); greedy it is exact match
     // either way. Trees use multi-candidate verification.
     if (!o.verification_given && c.tree.empty() && o.sampling.temperature > 0.0f)
-      c.verification = specdec::chain_verification::block;
+      c.verification = specdec::verification_rule::block;
     if (c.ngram_first && !c.tree.empty())
       throw usage_error(p_.typed(shared_.draft_flag()) + " " + c.draft_text +
                         ": drafts chains, not --tree or --ngram-candidates");

@@ -202,8 +202,8 @@ int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, T
     const double speedup = r.stats.tokens_per_second() / plain.stats.tokens_per_second();
     // Greedy, coupled and sample-and-match runs promise plain decoding's very tokens.
     const bool same_tokens = c.sampling.temperature == 0.0f ||
-                        c.verification == specdec::chain_verification::coupled ||
-                        c.verification == specdec::chain_verification::sample_match;
+                        c.verification == specdec::verification_rule::coupled ||
+                        c.verification == specdec::verification_rule::sample_match;
     if (c.json) {
       report["compare_plain"] = {
           {"stats", l2::stats_json(plain.stats)},

@@ -173,7 +173,7 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
                       "and llama.cpp takes at most " +
                       std::to_string(max_tree_leaves) + " sequences (LLAMA_MAX_SEQ)");
   }
-  if (c.verification == specdec::chain_verification::block && !c.tree.empty())
+  if (c.verification == specdec::verification_rule::block && !c.tree.empty())
     throw usage_error("--verification block: applies to chains, not to --tree");
   if (!c.grammar.empty() && !c.grammar_file.empty())
     throw usage_error("--grammar and --grammar-file: give one of them, not both");

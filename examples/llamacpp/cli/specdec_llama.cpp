@@ -76,8 +76,8 @@ specdec::weight_view view(const specdec::row_matrix& m) { return {m.data(), m.ro
 // Whether a run promises plain decoding's very tokens: greedy, or coupled / sample-and-match
 // verification with the same seed.
 bool same_tokens_promised(const llama_cli_options& c) {
-  return c.sampling.greedy() || c.verification == specdec::chain_verification::coupled ||
-         c.verification == specdec::chain_verification::sample_match;
+  return c.sampling.greedy() || c.verification == specdec::verification_rule::coupled ||
+         c.verification == specdec::verification_rule::sample_match;
 }
 
 /// -ngl for llama_model_params: as given, else llama.cpp's default.

@@ -133,16 +133,34 @@ std::size_t max_sequences_of(const M& m) {
 }
 
 namespace detail {
-/// Used by class templates to give one readable error instead of a wall of constraint notes.
+/// Used by class templates to give one readable error instead of a wall of constraint notes:
+/// one check per member, so that the message names the member that is missing or mistyped.
 template <class M>
 constexpr bool check_batch_language_model() {
-  static_assert(BatchLanguageModel<M>,
-                "specdec: the model type does not model specdec::BatchLanguageModel. It needs "
-                "vocab_size() const, create_sequence(), release_sequence(sequence_id), "
-                "size(sequence_id) const, score(std::span<const batch_entry>) and "
-                "truncate(sequence_id, std::size_t); see "
+  static_assert(requires(const M& cm) { { cm.vocab_size() } -> std::convertible_to<std::size_t>; },
+                "specdec: the model type does not model specdec::BatchLanguageModel: it has no "
+                "`vocab_size() const` returning a std::size_t (missing, or not const?); see "
                 "specdec/concepts/batch_language_model.hpp");
-  return true;
+  static_assert(requires(M& m) { { m.create_sequence() } -> std::convertible_to<sequence_id>; },
+                "specdec: the model type does not model specdec::BatchLanguageModel: it has no "
+                "`create_sequence()` returning a sequence_id; see "
+                "specdec/concepts/batch_language_model.hpp");
+  static_assert(requires(M& m, sequence_id id) { m.release_sequence(id); },
+                "specdec: the model type does not model specdec::BatchLanguageModel: it has no "
+                "`release_sequence(sequence_id)`; see specdec/concepts/batch_language_model.hpp");
+  static_assert(requires(const M& cm, sequence_id id) { { cm.size(id) } -> std::convertible_to<std::size_t>; },
+                "specdec: the model type does not model specdec::BatchLanguageModel: it has no "
+                "`size(sequence_id) const` returning a std::size_t (missing, or not const?); see "
+                "specdec/concepts/batch_language_model.hpp");
+  static_assert(requires(M& m, std::span<const batch_entry> batch) { m.score(batch); },
+                "specdec: the model type does not model specdec::BatchLanguageModel: it has no "
+                "`score(std::span<const batch_entry>)`; see "
+                "specdec/concepts/batch_language_model.hpp");
+  static_assert(requires(M& m, sequence_id id, std::size_t n) { m.truncate(id, n); },
+                "specdec: the model type does not model specdec::BatchLanguageModel: it has no "
+                "`truncate(sequence_id, std::size_t)`; see "
+                "specdec/concepts/batch_language_model.hpp");
+  return true;  // (a failed static_assert above is the one error)
 }
 }  // namespace detail
 

@@ -3,8 +3,11 @@
 
 #include <cstddef>
 #include <span>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "specdec/concepts/language_model.hpp"
 #include "specdec/math/prob_rows.hpp"
 #include "specdec/math/rng.hpp"
 #include "specdec/math/sampling_params.hpp"
@@ -101,6 +104,13 @@ constexpr bool check_drafter() {
                 "see specdec/concepts/drafter.hpp");
   return true;
 }
+/// A drafter that drafts with a model of its own (`d.model()`, as model_drafter) has one that
+/// models LanguageModel; a drafter without one passes. The decoders require it, so that a
+/// drafter over a broken model (reported by the drafter's own static_assert) is not used.
+template <class D>
+concept drafts_with_a_language_model =
+    !requires(D& d) { d.model(); } ||
+    LanguageModel<std::remove_cvref_t<decltype(std::declval<D&>().model())>>;
 }  // namespace detail
 
 }  // namespace specdec

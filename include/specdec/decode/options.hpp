@@ -20,9 +20,10 @@
 
 namespace specdec {
 
-/// How sampled drafts are verified (greedy decoding is exact match whatever the rule). token and
-/// block verify a chain (a tree: multi-candidate speculative sampling); coupled verifies both.
-enum class chain_verification {
+/// How sampled drafts are verified, chains and trees (greedy decoding is exact match whatever the
+/// rule). token and block verify a chain (a tree: multi-candidate speculative sampling); coupled
+/// and sample_match verify both.
+enum class verification_rule {
   token,  ///< token by token (verify_rejection): each draft on its own p(x) / q(x)
   block,  ///< the block jointly (verify_block): never fewer tokens per step, same distribution
   /// Coupled sampling (verify/coupled.hpp): every position is drawn as plain decoding in this
@@ -38,13 +39,17 @@ enum class chain_verification {
   sample_match,
 };
 
+/// The name verification_rule had before it was named for all it chooses (chains and trees);
+/// kept for one release.
+using chain_verification [[deprecated("renamed specdec::verification_rule")]] = verification_rule;
+
 /// The rule's name as the command lines spell it: "token", "block", "coupled", "sample-match".
-constexpr const char* to_string(chain_verification v) noexcept {
+constexpr const char* to_string(verification_rule v) noexcept {
   switch (v) {
-    case chain_verification::token: return "token";
-    case chain_verification::block: return "block";
-    case chain_verification::coupled: return "coupled";
-    case chain_verification::sample_match: return "sample-match";
+    case verification_rule::token: return "token";
+    case verification_rule::block: return "block";
+    case verification_rule::coupled: return "coupled";
+    case verification_rule::sample_match: return "sample-match";
   }
   return "unknown";
 }
@@ -74,7 +79,7 @@ struct generate_options {
   /// Verification: token-wise or block (a chain; a tree is verified by multi-candidate
   /// speculative sampling), or coupled (chains and trees; the tokens are plain decoding's in
   /// that mode, token for token). All are lossless. Plain decoding samples by the same rule.
-  chain_verification verification = chain_verification::token;
+  verification_rule verification = verification_rule::token;
   /// Re-planning: every `replan.every` steps (0 = never), and at the start of each
   /// generation once something was measured, the decoder replaces the shape in force
   /// (draft_length, or tree) with plan_tree's choice for `replan.cost` and the acceptance by
@@ -168,7 +173,7 @@ struct step_result {
 /// (`can_tree`, see trees_possible). O(1).
 inline bool replan_may_tree(const generate_options& o, bool can_tree) noexcept {
   return can_tree && o.replan.every > 0 && !o.replan.chains_only &&
-         o.verification != chain_verification::block;
+         o.verification != verification_rule::block;
 }
 
 /**
@@ -223,7 +228,7 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
           "specdec::BatchTreeLanguageModel)");
     }
     check_tree_shape(o.tree, "generate_options.tree");  // factors >= 1, at most max_tree_nodes
-    if (o.verification == chain_verification::block)
+    if (o.verification == verification_rule::block)
       throw std::invalid_argument(
           "generate_options.verification: block verification applies to a chain; a tree is "
           "verified by multi-candidate speculative sampling (leave verification = token)");
@@ -251,9 +256,9 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
   if (!(o.replan.min_gain >= 0.0) || !std::isfinite(o.replan.min_gain))
     throw std::invalid_argument("generate_options.replan.min_gain: must be >= 0 and finite");
   if (o.replan.every > 0) o.replan.cost.check("generate_options.replan.cost");
-  if (o.verification != chain_verification::token && o.verification != chain_verification::block &&
-      o.verification != chain_verification::coupled &&
-      o.verification != chain_verification::sample_match)
+  if (o.verification != verification_rule::token && o.verification != verification_rule::block &&
+      o.verification != verification_rule::coupled &&
+      o.verification != verification_rule::sample_match)
     throw std::invalid_argument(
         "generate_options.verification: not token, block, coupled or sample_match");
 }

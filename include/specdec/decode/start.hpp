@@ -115,8 +115,8 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
   s.draft_sampling = options.sampling;
   if (options.draft_temperature && !options.sampling.greedy())
     s.draft_sampling.temperature = *options.draft_temperature;
-  s.draft_sampling.coupled = options.verification == chain_verification::coupled;
-  if (options.verification == chain_verification::sample_match && !options.draft_temperature)
+  s.draft_sampling.coupled = options.verification == verification_rule::coupled;
+  if (options.verification == verification_rule::sample_match && !options.draft_temperature)
     s.draft_sampling.temperature = 0.0f;  // llama.cpp's rule: greedy drafts
   s.gen.reseed(options.sampling.seed);
   s.stats = decode_stats{};

@@ -72,10 +72,10 @@ inline void verify_phase(sequence_state& s) {
     const bool sampled_q = s.tree.draw != candidate_draw::deterministic;
     const logits_view rows(s.logits.data(), static_cast<Eigen::Index>(tree.size()), v);
     const logits_view q(s.tree.q.data(), sampled_q ? s.tree.q.rows() : 0, v);
-    if (s.options.verification == chain_verification::coupled)
+    if (s.options.verification == verification_rule::coupled)
       verify_tree_coupled(tree, rows, s.options.sampling, s.history_before, s.coupled_ws,
                           s.tree_verdict, on_read);
-    else if (s.options.verification == chain_verification::sample_match)
+    else if (s.options.verification == verification_rule::sample_match)
       verify_tree_sample_match(tree, rows, s.options.sampling, s.gen, s.coupled_ws,
                                s.tree_verdict, on_read);
     else
@@ -96,14 +96,14 @@ inline void verify_phase(sequence_state& s) {
     // Exact-match verification when greedy (verify_rejection delegates to verify_greedy).
     verify_result verdict;
     switch (s.options.verification) {
-      case chain_verification::block:
+      case verification_rule::block:
         verdict = verify_block(rows, drafts, q, s.options.sampling, s.gen, s.block_ws, on_read);
         break;
-      case chain_verification::coupled:  // row i draws the token at history index before + i
+      case verification_rule::coupled:  // row i draws the token at history index before + i
         verdict = verify_coupled(rows, drafts, s.options.sampling, s.history_before,
                                  s.coupled_ws, on_read);
         break;
-      case chain_verification::sample_match:
+      case verification_rule::sample_match:
         verdict = verify_sample_match(rows, drafts, s.options.sampling, s.gen, s.coupled_ws,
                                       on_read);
         break;

@@ -54,21 +54,16 @@ template <class S>
 constexpr bool check_model_source() {
   if constexpr (LanguageModel<S>) {
   } else if constexpr (!std::invocable<S&>) {
-    static_assert(always_false<S>,
-                  "specdec::testing: the source is neither a specdec::LanguageModel nor a factory "
-                  "(a callable with no arguments returning one by value); see "
-                  "specdec/testing.hpp");
+    // Not a factory: taken for a model, so that the error names the member it lacks.
+    specdec::detail::check_language_model<S>();
   } else if constexpr (std::is_reference_v<std::invoke_result_t<S&>>) {
     static_assert(always_false<S>,
                   "specdec::testing: the factory returns a reference; it must return a new model "
                   "by value on every call, [&] { return my_model(...); }. To check a model you "
                   "keep, pass the model itself: run_all(model, options)");
   } else if constexpr (!LanguageModel<std::invoke_result_t<S&>>) {
-    static_assert(always_false<S>,
-                  "specdec::testing: the factory's result does not model specdec::LanguageModel "
-                  "(a non-const model by value, with vocab_size() const, size() const, "
-                  "append(tokens, logits) and truncate(n)); see "
-                  "specdec/concepts/language_model.hpp");
+    // The factory's result is taken for the model, so that the error names the member it lacks.
+    specdec::detail::check_language_model<std::invoke_result_t<S&>>();
   }
   return true;
 }

@@ -90,8 +90,24 @@ struct model_drafter_options {
  */
 template <class Model>
 class model_drafter {
+  // Chosen only when Model does not model LanguageModel: the static_assert names what is
+  // missing, and the members below do nothing (the decoders refuse a drafter whose model() is
+  // not a LanguageModel without a word), so that no further errors follow.
   static_assert(detail::check_language_model<Model>());
 
+ public:
+  explicit model_drafter(Model& model, model_drafter_options = {}) : model_(model) {}
+  Model& model() noexcept { return model_; }
+  void propose(std::span<const token_id>, std::size_t, const sampling_params&, rng&, draft&) {}
+  void accept(std::span<const token_id>) noexcept {}
+  void reset() {}
+
+ private:
+  Model& model_;
+};
+
+template <LanguageModel Model>
+class model_drafter<Model> {
  public:
   /// Throws std::invalid_argument naming model_drafter_options.p_min when it is outside [0, 1].
   explicit model_drafter(Model& model, model_drafter_options options = {})
