@@ -60,7 +60,9 @@
 # ~140 with 4 or 8 clients, the spec rows at T = 0.8 slower); count 20 at most. Each round more
 # adds as much again; F32 (QUANTS="f32 q8_0") about twice as much (half Q8_0's speed).
 #
-# The run on docs/results.md (QUANTS="f32 q8_0" STOCK_KS="1 2 4" ROUNDS=2, 7 systems) took 52 minutes.
+# The run on docs/results.md (QUANTS="f32 q8_0" STOCK_KS="1 2 4" ROUNDS=3, 6 systems, REQUESTS 8,
+# both servers built natively by build-server.sh) took 36 minutes for aidreams260K on a 2-core
+# AMD EPYC (1, 4 and 8 clients) and about as long for stories260K with 1 and 4 clients.
 #
 # stories260K, reduced to about 15 minutes (an estimate: a smoke run on a busy 2-core Xeon served
 # stories260K's Q8_0 at 85 tokens/s a single stream and 150 with 4 clients, its K = 2 drafts at
