@@ -1,25 +1,14 @@
 // Must NOT compile, and say so in one error that names the member: README's setup (the adapter
 // as target and as draft model, class template argument deduction) with an adapter whose size() is
 // not const. check_output.sh counts the compiler's lines.
-#include <cstddef>
-#include <span>
 #include <vector>
 
 #include <specdec/specdec.hpp>
 
-struct my_model {
-  std::size_t vocab_size() const { return 4; }
-  std::size_t size() { return n; }  // should be const
-  void append(std::span<const specdec::token_id> tokens, std::span<float> logits) {
-    n += tokens.size();
-    for (float& x : logits) x = 0.0f;
-  }
-  void truncate(std::size_t to) { n = to; }
-  std::size_t n = 0;
-};
+#include "adapters.hpp"
 
 int main() {
-  my_model target, draft;
+  adapters::size_not_const target, draft;
   specdec::model_drafter drafter(draft);
   specdec::speculative_decoder decoder(target, drafter);
   specdec::generate_options options;

@@ -81,18 +81,32 @@ struct setting {
   bool differs;  // whether g differs from p on this row (the control must then fail)
 };
 
+// The target after test prompt 0: its context, the prompt's last row of logits and that row's
+// index in the last batch, which each test case below reads.
+struct prompt_row {
+  const gguf_model& model = t::target();
+  const std::vector<token_id>& prompt = t::prompts[0];
+  const std::size_t n_vocab = static_cast<std::size_t>(llama_vocab_n_tokens(model.vocab()));
+  context_model m{model, {.n_ctx = 256, .n_threads = 1}};
+  const int idx = static_cast<int>(prompt.size()) - 1;
+  std::vector<float> row;
+  prompt_row() {
+    std::vector<float> logits(prompt.size() * n_vocab);
+    m.append(prompt, logits);
+    row.assign(logits.end() - static_cast<std::ptrdiff_t>(n_vocab), logits.end());
+  }
+};
+
 }  // namespace
 
 TEST_CASE("llamacpp server row: stock llama-server's law under a grammar, for each sampler setting") {
-  const gguf_model& model = t::target();
-  const std::size_t n_vocab = static_cast<std::size_t>(llama_vocab_n_tokens(model.vocab()));
-  context_model m(model, {.n_ctx = 256, .n_threads = 1});
-  const std::vector<token_id>& prompt = t::prompts[0];
-  std::vector<float> logits(prompt.size() * n_vocab);
-  m.append(prompt, logits);
-  llama_context* ctx = m.context();
-  const int idx = static_cast<int>(prompt.size()) - 1;
-  const std::vector<float> raw(logits.end() - static_cast<std::ptrdiff_t>(n_vocab), logits.end());
+  prompt_row r;
+  const gguf_model& model = r.model;
+  const std::size_t n_vocab = r.n_vocab;
+  const std::vector<token_id>& prompt = r.prompt;
+  llama_context* ctx = r.m.context();
+  const int idx = r.idx;
+  const std::vector<float>& raw = r.row;
 
   // A grammar forbidding every token with the first character of the row's most likely token.
   const token_id top = static_cast<token_id>(std::max_element(raw.begin(), raw.end()) - raw.begin());
@@ -201,14 +215,10 @@ TEST_CASE("llamacpp server row: stock llama-server's law under a grammar, for ea
 // The row handed to draft() is followed by 64 huge logits that a reader of the target's width
 // would take for the row's best tokens.
 TEST_CASE("llamacpp server draft: a draft model with a smaller vocabulary") {
-  const gguf_model& model = t::target();
-  const std::size_t n_vocab = static_cast<std::size_t>(llama_vocab_n_tokens(model.vocab()));
+  prompt_row r;
+  const std::size_t n_vocab = r.n_vocab;
   const std::size_t n_draft = n_vocab - 64;
-  context_model m(model, {.n_ctx = 256, .n_threads = 1});
-  const std::vector<token_id>& prompt = t::prompts[0];
-  std::vector<float> logits(prompt.size() * n_vocab);
-  m.append(prompt, logits);
-  std::vector<float> row(logits.end() - static_cast<std::ptrdiff_t>(n_vocab), logits.end());
+  std::vector<float>& row = r.row;
   std::fill(row.begin() + static_cast<std::ptrdiff_t>(n_draft), row.end(), 1e4f);
 
   for (const float temp : {0.0f, 1.0f}) {
@@ -239,14 +249,11 @@ TEST_CASE("llamacpp server draft: a draft model with a smaller vocabulary") {
 // row equals the target's draws from stock's law for it, so every such draft would be kept. The
 // control, the same row at temperature 1 untruncated, must fail.
 TEST_CASE("llamacpp server draft: q is the draft row through the request's chain") {
-  const gguf_model& model = t::target();
-  const std::size_t n_vocab = static_cast<std::size_t>(llama_vocab_n_tokens(model.vocab()));
-  context_model m(model, {.n_ctx = 256, .n_threads = 1});
-  const std::vector<token_id>& prompt = t::prompts[0];
-  std::vector<float> logits(prompt.size() * n_vocab);
-  m.append(prompt, logits);
-  const std::vector<float> row(logits.end() - static_cast<std::ptrdiff_t>(n_vocab), logits.end());
-  const int idx = static_cast<int>(prompt.size()) - 1;
+  prompt_row r;
+  const std::size_t n_vocab = r.n_vocab;
+  const std::vector<token_id>& prompt = r.prompt;
+  const std::vector<float>& row = r.row;
+  const int idx = r.idx;
 
   common_params_sampling params;  // llama-server's default chain at T = 0.8, a penalty, a bias
   params.temp = 0.8f;
@@ -257,7 +264,7 @@ TEST_CASE("llamacpp server draft: q is the draft row through the request's chain
   std::vector<float> law(n_vocab);
   specdec::llama_server::stock_row_workspace ws;
   ws.reserve(n_vocab);
-  specdec::llama_server::stock_row(smpl.get(), m.context(), idx, law, ws);
+  specdec::llama_server::stock_row(smpl.get(), r.m.context(), idx, law, ws);
   const dist p = logits_law(law);
 
   specdec::llama_server::slot_speculation sd;
@@ -312,14 +319,10 @@ TEST_CASE("llamacpp server probs: a request asking for more n_probs than the one
 // same row after its own draw (llama.cpp's candidates after the chain), for llama-server's default
 // chain and for greedy decoding.
 TEST_CASE("llamacpp server probs: an emitted token's post-sampling probabilities are stock's") {
-  const gguf_model& model = t::target();
-  const std::size_t n_vocab = static_cast<std::size_t>(llama_vocab_n_tokens(model.vocab()));
-  context_model m(model, {.n_ctx = 256, .n_threads = 1});
-  const std::vector<token_id>& prompt = t::prompts[0];
-  std::vector<float> logits(prompt.size() * n_vocab);
-  m.append(prompt, logits);
-  llama_context* ctx = m.context();
-  const int idx = static_cast<int>(prompt.size()) - 1;
+  prompt_row r;
+  const std::size_t n_vocab = r.n_vocab;
+  llama_context* ctx = r.m.context();
+  const int idx = r.idx;
 
   for (const float temp : {0.8f, 0.0f}) {
     INFO("temperature " << temp);

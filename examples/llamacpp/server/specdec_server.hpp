@@ -28,7 +28,6 @@
 #include <specdec/math/rng.hpp>
 #include <specdec/math/sampling_params.hpp>
 #include <specdec/math/softmax.hpp>
-#include <specdec/math/warp.hpp>
 #include <specdec/types.hpp>
 #include <specdec/verify/coupled.hpp>
 #include <specdec/verify/rejection.hpp>
