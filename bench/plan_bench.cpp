@@ -87,9 +87,9 @@ void run_target(const char* title, l2::model& target, Drafter& drafter,
       if (!chain) o.tree = shape;
       o.stop_tokens = {l2::tokenizer::bos_id, l2::tokenizer::eos_id};
       o.sampling = {.temperature = temp, .seed = 1000 + p};
-      o.replan.every = replan_every;
-      o.replan.cost = cost;
-      o.replan.min_samples = 8;
+      o.policy.every = replan_every;
+      o.policy.cost = cost;
+      o.policy.min_samples = 8;
       const auto r = decoder.generate(prompts[p], o);
       t.add(r.stats);
       if (sum != nullptr) {  // add the rank counts

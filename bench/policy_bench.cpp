@@ -1,4 +1,4 @@
-// bench/policy_bench.cpp - the speed policy (generate_options::replan.explore, speed_policy(),
+// bench/policy_bench.cpp - the speed policy (generate_options::policy.explore, speed_policy(),
 // cost/calibrate.hpp) against plain decoding and every fixed K, measured in one run.
 //
 // Per target and temperature (0 and 0.8): calibrate the target's t(n) and the drafter's cost in
@@ -143,7 +143,7 @@ void run_target(const char* title, Target& target, Drafter& drafter,
                               std::size_t k, const specdec::step_cost_model* policy) {
     auto o = options(p, round, temp);
     o.draft_length = k;
-    if (policy) o.replan = specdec::speed_policy(*policy);
+    if (policy) o.policy = specdec::speed_policy(*policy);
     sb::totals t;
     t.add(decoder.generate(prompts[p], o).stats);
     return t;

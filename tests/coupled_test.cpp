@@ -311,7 +311,7 @@ TEST_CASE("coupled: the speed policy, a row processor and the batch decoder chan
         specdec::model_drafter drafter(draft_model);
         specdec::speculative_decoder decoder(target, drafter);
         auto o = base;
-        o.replan = specdec::speed_policy(cost);
+        o.policy = specdec::speed_policy(cost);
         CHECK(decoder.generate(long_prompt, o).tokens == want);
         CHECK(decoder.stats().drafted_tokens > 0);
       }

@@ -171,7 +171,7 @@ TEST_CASE("edges: the speed policy never plans a tree the batch model cannot sco
     std::vector<std::unique_ptr<drafter_t>> drafters;
     specdec::batch_decoder<chains_only_batch, drafter_t> decoder(model);
     generate_options o;
-    o.replan = specdec::speed_policy(cheap_rows(40));
+    o.policy = specdec::speed_policy(cheap_rows(40));
     o.sampling = greedy ? greedy_sampling() : sampled(7);
     o.max_new_tokens = 40;
     std::vector<specdec::sequence_id> ids;
@@ -196,7 +196,7 @@ TEST_CASE("edges: the speed policy never plans a tree the batch model cannot sco
   specdec::model_drafter drafter(draft_model);
   specdec::speculative_decoder decoder(target, drafter);
   generate_options o;
-  o.replan = specdec::speed_policy(cheap_rows(40));
+  o.policy = specdec::speed_policy(cheap_rows(40));
   o.max_new_tokens = 40;
   decoder.generate(std::vector<token_id>{1, 2, 3}, o);
   CHECK(decoder.stats().drafted_nodes > decoder.stats().drafted_tokens);
@@ -213,7 +213,7 @@ TEST_CASE("edges: validation checks the tree_draw a re-planned tree may use") {
   specdec::model_drafter drafter(draft_model);
   specdec::speculative_decoder decoder(target, drafter);
   generate_options o;
-  o.replan = specdec::speed_policy(cheap_rows(40));
+  o.policy = specdec::speed_policy(cheap_rows(40));
   o.sampling = sampled(1);
   o.tree_draw = candidate_draw::deterministic;  // a chain request: no tree asked
   o.max_new_tokens = 30;
@@ -221,25 +221,25 @@ TEST_CASE("edges: validation checks the tree_draw a re-planned tree may use") {
   CHECK_THROWS_WITH(decoder.start(prompt, o), Catch::Contains("generate_options.tree_draw") &&
                                                   Catch::Contains("re-planning may plan a tree"));
   // Chains only: the same draw is never used, and the generation runs.
-  o.replan.chains_only = true;
+  o.policy.chains_only = true;
   CHECK(decoder.generate(prompt, o).tokens.size() == 30);
   // On a pipeline that cannot run trees (a chain drafter), nothing to check either.
   wrong_drafter chain_drafter{12};
   specdec::speculative_decoder chains(target, chain_drafter);
-  o.replan.chains_only = false;
+  o.policy.chains_only = false;
   CHECK(chains.generate(prompt, o).tokens.size() == 30);
 }
 
-TEST_CASE("edges: replan.min_samples = 0 is refused") {
+TEST_CASE("edges: policy.min_samples = 0 is refused") {
   table_model target(target_table);
   specdec::no_drafter none;
   specdec::speculative_decoder decoder(target, none);
   generate_options o;
-  o.replan.every = 4;
-  o.replan.cost = cheap_rows(8);
-  o.replan.min_samples = 0;
+  o.policy.every = 4;
+  o.policy.cost = cheap_rows(8);
+  o.policy.min_samples = 0;
   CHECK_THROWS_WITH(decoder.start(std::vector<token_id>{1, 2}, o),
-                    Catch::Contains("generate_options.replan.min_samples"));
+                    Catch::Contains("generate_options.policy.min_samples"));
 }
 
 namespace {
@@ -515,7 +515,7 @@ TEST_CASE("edges: trees are drafted within the model's max_tree_size() and max_t
     CHECK(target.largest <= l.nodes);
     // Re-planned trees keep to the limits too.
     o.tree.clear();
-    o.replan = specdec::speed_policy(cheap_rows(40));
+    o.policy = specdec::speed_policy(cheap_rows(40));
     limited_tree_model target2(target_table, l.nodes, l.leaves);
     specdec::speculative_decoder replanned(target2, drafter);
     CHECK(replanned.generate(prompt, o).tokens == reference);

@@ -1,4 +1,4 @@
-// The speed policy (generate_options::replan.explore, decode/replan.hpp): where every K loses it
+// The speed policy (generate_options::policy.explore, decode/replan.hpp): where every K loses it
 // drafts nothing or only bounded probes; with a cheap curve and high acceptance it goes deep; a
 // draft that starts bad and turns good is re-planned upward (the plain re-planner stays at
 // K = 0); greedy output and the sampled joint law are those of plain decoding. Costs are given as
@@ -92,7 +92,7 @@ step_log run_steps(Decoder& decoder, const std::vector<token_id>& prompt,
 
 specdec::generate_options policy_options(const step_cost_model& cost) {
   specdec::generate_options o;
-  o.replan = specdec::speed_policy(cost);
+  o.policy = specdec::speed_policy(cost);
   return o;
 }
 
@@ -226,7 +226,7 @@ TEST_CASE("replan: where every K loses the policy decodes plainly, probes bounde
     CHECK(log.steps_drafting(0, log.drafted.size()) == 0);
     CHECK(log.speed_over_plain(cost) == Approx(1.0));
     cost.draft_per_level = 0.1;
-    o.replan.cost = cost;
+    o.policy.cost = cost;
     CHECK(decoder.generate(prompt, o).stats.drafted_tokens == 0);
   }
   SECTION("t(n) = 0.9 n + 0.1: a draft pays only above 0.9 acceptance; probes stay rare") {
@@ -235,7 +235,7 @@ TEST_CASE("replan: where every K loses the policy decodes plainly, probes bounde
     specdec::speculative_decoder decoder(target, drafter);
     const auto cost = curve(40, 0.1, 0.9);
     auto o = policy_options(cost);
-    o.replan.min_gain = 0.0;  // the bound on the probes themselves (the margin would hide them)
+    o.policy.min_gain = 0.0;  // the bound on the probes themselves (the margin would hide them)
     o.max_new_tokens = 2000;
     o.sampling.temperature = 1.0f;
     const auto log = run_steps(decoder, prompt, o);
@@ -257,18 +257,18 @@ TEST_CASE("replan: min_gain keeps plain decoding where a shape would gain less")
   const std::vector<token_id> prompt{3, 1, 4, 1, 5};
   const auto cost = curve(40, 0.1, 0.9);
   auto o = policy_options(cost);
-  CHECK(o.replan.min_gain == 0.1);
+  CHECK(o.policy.min_gain == 0.1);
   o.max_new_tokens = 200;
   o.sampling.temperature = 0.0f;
   CHECK(decoder.generate(prompt, o).stats.drafted_tokens == 0);
   CHECK(decoder.plan().branching.empty());
-  o.replan.min_gain = 0.0;
+  o.policy.min_gain = 0.0;
   decoder.forget_measurements();
   const auto log = run_steps(decoder, prompt, o);
   CHECK(log.steps_drafting(0, log.drafted.size()) > 0);
   CHECK(log.speed_over_plain(cost) > 1.0);
   // A gain above the margin is taken: a cheap curve with the exact draft.
-  o.replan = specdec::speed_policy(curve(40, 1.0, 0.05));
+  o.policy = specdec::speed_policy(curve(40, 1.0, 0.05));
   decoder.forget_measurements();
   CHECK(decoder.generate(prompt, o).stats.drafted_tokens > 0);
 }
@@ -282,7 +282,7 @@ TEST_CASE("replan: a cheap curve and an exact draft go as deep as allowed, at on
   auto o = policy_options(cost);
   o.max_new_tokens = 400;
   o.sampling.temperature = 0.0f;
-  o.replan.every = 1;
+  o.policy.every = 1;
   const auto log = run_steps(decoder, {3, 1, 4, 1, 5}, o);
   // It climbs one position per step from K = 1 and then stays at max_depth.
   REQUIRE(log.drafted.size() > 20);
@@ -291,7 +291,7 @@ TEST_CASE("replan: a cheap curve and an exact draft go as deep as allowed, at on
   CHECK(decoder.plan().branching == std::vector<std::size_t>(8, 1));
   CHECK(log.speed_over_plain(cost) > 5.0);
   // Started from an expected profile (what heads' carried accuracy gives), it skips the climb.
-  o.replan.expected.rate.assign(8, {0.9});
+  o.policy.expected.rate.assign(8, {0.9});
   decoder.forget_measurements();
   const auto started = run_steps(decoder, {3, 1, 4, 1, 5}, o);
   CHECK(started.tokens == log.tokens);
@@ -311,12 +311,12 @@ TEST_CASE("replan: a shallow start is re-planned deeper (the plain re-planner ke
   o.max_new_tokens = 300;
   o.sampling.temperature = 0.0f;
   o.draft_length = 1;
-  o.replan.explore = false;
+  o.policy.explore = false;
   specdec::speculative_decoder stuck(target, oracle);
   const auto stuck_log = run_steps(stuck, prompt, o);
   CHECK(*std::max_element(stuck_log.drafted.begin(), stuck_log.drafted.end()) == 1);
   CHECK(stuck.plan().branching.size() == 1);
-  o.replan.explore = true;
+  o.policy.explore = true;
   specdec::speculative_decoder policy(target, oracle);
   const auto log = run_steps(policy, prompt, o);
   CHECK(log.tokens == stuck_log.tokens);
@@ -340,8 +340,8 @@ TEST_CASE("replan: acceptance that rises after starting low is re-planned upward
   auto o = policy_options(cost);
   o.max_new_tokens = plain_o.max_new_tokens;
   o.sampling.temperature = 0.0f;
-  o.replan.every = 1;
-  o.replan.half_life = 32;
+  o.policy.every = 1;
+  o.policy.half_life = 32;
   const auto log = run_steps(decoder, prompt, o);
   CHECK(log.tokens == plain.tokens);
   // Before the switch every step emits one token: at most K = 1 probes, which never pay.
@@ -358,7 +358,7 @@ TEST_CASE("replan: acceptance that rises after starting low is re-planned upward
   // The re-planner without exploration plans K = 0 from the bad start and never measures again.
   late_drafter drafter2(copy, switch_at);
   specdec::speculative_decoder stuck(target, drafter2);
-  o.replan.explore = false;
+  o.policy.explore = false;
   const auto stuck_log = run_steps(stuck, prompt, o);
   CHECK(stuck_log.tokens == plain.tokens);
   CHECK(stuck_log.steps_drafting(50, stuck_log.drafted.size()) == 0);
@@ -378,8 +378,8 @@ TEST_CASE("replan: the policy keeps greedy output and the sampled joint law") {
     auto o = policy_options(curve(40, 1.0, 0.02));
     o.max_new_tokens = plain_o.max_new_tokens;
     o.sampling.temperature = 0.0f;
-    o.replan.every = 1;
-    o.replan.half_life = 16;
+    o.policy.every = 1;
+    o.policy.half_life = 16;
     if (trees) o.tree = {2, 2};
     INFO("trees " << trees);
     CHECK(decoder.generate(prompt, o).tokens == plain.tokens);
@@ -397,12 +397,12 @@ TEST_CASE("replan: the policy keeps greedy output and the sampled joint law") {
   for (const bool trees : {false, true}) {
     auto s = policy_options(curve(40, 1.0, trees ? 0.05 : 0.3));
     s.sampling.temperature = 1.0f;
-    s.replan.every = 1;
-    s.replan.half_life = 4;
+    s.policy.every = 1;
+    s.policy.half_life = 4;
     if (trees) {
       s.tree = {2, 1};
-      s.replan.max_nodes = 6;  // a small search: a plan every call of 40,000 runs
-      s.replan.max_depth = 3;
+      s.policy.max_nodes = 6;  // a small search: a plan every call of 40,000 runs
+      s.policy.max_depth = 3;
     }
     small_decoder.forget_measurements();
     const auto expected = specdec::test::exact_joint(small, p2, 3, s.sampling);
@@ -466,37 +466,37 @@ TEST_CASE("replan: the policy's options are checked at the entry") {
   const std::vector<token_id> prompt{1, 2, 3};
   auto o = policy_options(curve(8, 1.0, 0.1));
   o.max_new_tokens = 10;
-  o.replan.every = 0;
+  o.policy.every = 0;
   CHECK_THROWS_WITH(decoder.generate(prompt, o),
-                    "generate_options.replan.explore: needs replan.every >= 1");
-  o.replan.every = 4;
-  o.replan.optimism = 0.0;
+                    "generate_options.policy.explore: needs policy.every >= 1");
+  o.policy.every = 4;
+  o.policy.optimism = 0.0;
   CHECK_THROWS_WITH(decoder.generate(prompt, o),
-                    "generate_options.replan.optimism: must be > 0 and finite");
-  o.replan.optimism = 1.0;
-  o.replan.min_gain = -0.1;
+                    "generate_options.policy.optimism: must be > 0 and finite");
+  o.policy.optimism = 1.0;
+  o.policy.min_gain = -0.1;
   CHECK_THROWS_WITH(decoder.generate(prompt, o),
-                    "generate_options.replan.min_gain: must be >= 0 and finite");
-  o.replan.min_gain = 0.1;
-  o.replan.expected.rate = {{0.5}, {}};
+                    "generate_options.policy.min_gain: must be >= 0 and finite");
+  o.policy.min_gain = 0.1;
+  o.policy.expected.rate = {{0.5}, {}};
   CHECK_THROWS_WITH(decoder.generate(prompt, o),
-                    "generate_options.replan.expected.rate[1]: is empty");
-  o.replan.expected.rate = {{1.5}};
+                    "generate_options.policy.expected.rate[1]: is empty");
+  o.policy.expected.rate = {{1.5}};
   CHECK_THROWS_WITH(decoder.generate(prompt, o),
-                    "generate_options.replan.expected.rate[0]: a rate outside [0, 1]");
-  o.replan.expected.rate = {{0.5, 0.6}};
+                    "generate_options.policy.expected.rate[0]: a rate outside [0, 1]");
+  o.policy.expected.rate = {{0.5, 0.6}};
   CHECK_THROWS_WITH(decoder.generate(prompt, o),
-                    "generate_options.replan.expected.rate[0]: the rates sum past 1");
-  o.replan.expected.rate = {{0.5}};
-  o.replan.expected_samples = 0.0;
+                    "generate_options.policy.expected.rate[0]: the rates sum past 1");
+  o.policy.expected.rate = {{0.5}};
+  o.policy.expected_samples = 0.0;
   CHECK_THROWS_WITH(decoder.generate(prompt, o),
-                    "generate_options.replan.expected_samples: must be > 0 and finite");
-  o.replan.expected = {};
-  o.replan.expected_samples = 8.0;
-  o.replan.cost.target.clear();
+                    "generate_options.policy.expected_samples: must be > 0 and finite");
+  o.policy.expected = {};
+  o.policy.expected_samples = 8.0;
+  o.policy.cost.target.clear();
   CHECK_THROWS_WITH(decoder.generate(prompt, o),
-                    Catch::Contains("generate_options.replan.cost.target"));
-  o.replan = specdec::speed_policy(curve(8, 1.0, 0.1));
+                    Catch::Contains("generate_options.policy.cost.target"));
+  o.policy = specdec::speed_policy(curve(8, 1.0, 0.1));
   CHECK(decoder.generate(prompt, o).tokens.size() == 10);
 }
 
@@ -510,7 +510,7 @@ TEST_CASE("replan: on a model without append_tree the policy plans chains, and t
   o.max_new_tokens = 200;
   o.sampling.temperature = 1.0f;
   o.sampling.seed = 11;
-  o.replan.every = 1;
+  o.policy.every = 1;
   {
     specdec::test::tree_table_model tree_target({.vocab_size = 16, .order = 3, .seed = 7});
     table_model copy({.vocab_size = 16, .order = 3, .seed = 8});

@@ -190,29 +190,29 @@ TEST_CASE("tree_plan: re-planning keeps greedy output and the sampled distributi
   o.sampling.temperature = 0.0f;
   const auto plain = specdec::generate_autoregressive(target, prompt, o);
   o.draft_length = 8;
-  o.replan.every = 4;
-  o.replan.cost = curve(40, [](std::size_t n) { return 1.0 + 0.02 * static_cast<double>(n); });
+  o.policy.every = 4;
+  o.policy.cost = curve(40, [](std::size_t n) { return 1.0 + 0.02 * static_cast<double>(n); });
   auto r = decoder.generate(prompt, o);
   CHECK(r.tokens == plain.tokens);
   CHECK(!decoder.plan().branching.empty());
   CHECK(r.stats.target_calls < plain.stats.target_calls);
   // Compute-bound: the first plan is plain decoding, and the output is still greedy's.
-  o.replan.cost = curve(40, [](std::size_t n) { return static_cast<double>(n); });
+  o.policy.cost = curve(40, [](std::size_t n) { return static_cast<double>(n); });
   r = decoder.generate(prompt, o);
   CHECK(r.tokens == plain.tokens);
   CHECK(decoder.plan().branching.empty());
   // The plain plan carries over to the next generation until the measurements are dropped.
-  o.replan.every = 1000;
+  o.policy.every = 1000;
   r = decoder.generate(prompt, o);
   CHECK(r.stats.drafted_tokens == 0);
   decoder.forget_measurements();
   r = decoder.generate(prompt, o);
   CHECK(r.stats.drafted_at.size() == 8);
   CHECK(r.tokens == plain.tokens);
-  o.replan.every = 4;
+  o.policy.every = 4;
   // Trees planned from a wide first shape, greedy.
   o.tree = {4, 2, 2};
-  o.replan.cost = curve(40, [](std::size_t n) { return 1.0 + 0.01 * static_cast<double>(n); });
+  o.policy.cost = curve(40, [](std::size_t n) { return 1.0 + 0.01 * static_cast<double>(n); });
   r = decoder.generate(prompt, o);
   CHECK(r.tokens == plain.tokens);
 
@@ -226,8 +226,8 @@ TEST_CASE("tree_plan: re-planning keeps greedy output and the sampled distributi
   specdec::generate_options s;
   s.sampling.temperature = 1.0f;
   s.draft_length = 3;
-  s.replan.every = 1;
-  s.replan.cost = curve(40, [](std::size_t n) { return 1.0 + 0.3 * static_cast<double>(n); });
+  s.policy.every = 1;
+  s.policy.cost = curve(40, [](std::size_t n) { return 1.0 + 0.3 * static_cast<double>(n); });
   const auto expected = specdec::test::exact_joint(small, p2, 3, s.sampling);
   const auto got = specdec::test::sample_first_three(small_decoder, p2, s, 5, 40000, 99);
   const auto chi = specdec::test::chi_square(got.counts, expected);
@@ -243,14 +243,14 @@ TEST_CASE("tree_plan: a bad re-planning cost is refused and the decoder stays us
   const std::vector<token_id> prompt{1, 2, 3};
   specdec::generate_options o;
   o.max_new_tokens = 10;
-  o.replan.every = 2;
+  o.policy.every = 2;
   CHECK_THROWS_WITH(decoder.generate(prompt, o),
-                    Catch::Contains("generate_options.replan.cost.target"));
-  o.replan.cost = curve(8, [](std::size_t) { return 1.0; });
-  o.replan.cost.target[2] = std::nan("");
+                    Catch::Contains("generate_options.policy.cost.target"));
+  o.policy.cost = curve(8, [](std::size_t) { return 1.0; });
+  o.policy.cost.target[2] = std::nan("");
   CHECK_THROWS_WITH(decoder.generate(prompt, o),
-                    Catch::Contains("generate_options.replan.cost.target[2]"));
-  o.replan.every = 0;
+                    Catch::Contains("generate_options.policy.cost.target[2]"));
+  o.policy.every = 0;
   CHECK(decoder.generate(prompt, o).tokens.size() == 10);
 }
 

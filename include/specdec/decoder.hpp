@@ -108,10 +108,10 @@ class speculative_decoder<Target, Draft> {
   /// Prompt + emitted tokens of the current generation.
   std::span<const token_id> history() const noexcept { return pipe_.state().history; }
   const decode_stats& stats() const noexcept { return pipe_.state().stats; }
-  /// Drops the acceptance measured for re-planning (generate_options::replan): the next
+  /// Drops the acceptance measured for re-planning (generate_options::policy): the next
   /// generation starts from the shape its options give.
   void forget_measurements() noexcept { pipe_.state().measured = decode_stats{}; }
-  /// The last re-planned shape (generate_options::replan), empty before the first plan.
+  /// The last re-planned shape (generate_options::policy), empty before the first plan.
   const tree_plan& plan() const noexcept { return pipe_.state().plan; }
   Target& target() noexcept { return pipe_.model(); }
   Draft& drafter() noexcept { return pipe_.drafter(); }

@@ -108,8 +108,8 @@ int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, T
   o.tree_draw = c.draw;
   o.verification = c.verification;
   if (c.k_auto) {
-    o.replan = specdec::speed_policy(specdec::calibrate(target, drafter));
-    o.replan.expected = expected;
+    o.policy = specdec::speed_policy(specdec::calibrate(target, drafter));
+    o.policy.expected = expected;
   }
 
   const bool progress =
@@ -188,9 +188,9 @@ int run(const l2::cli_options& c, const loaded& info, const l2::model& engine, T
     report["stats"] = l2::stats_json(r.stats);
     report["draft_min_dropped"] = dropped(drafter);
     if (c.k_auto)
-      report["policy"] = {{"cost_curve", o.replan.cost.target},
-                          {"draft_per_level", o.replan.cost.draft_per_level},
-                          {"draft_per_node", o.replan.cost.draft_per_node},
+      report["policy"] = {{"cost_curve", o.policy.cost.target},
+                          {"draft_per_level", o.policy.cost.draft_per_level},
+                          {"draft_per_node", o.policy.cost.draft_per_node},
                           {"last_plan", decoder.plan().branching},
                           {"predicted_tokens_per_step", decoder.plan().tokens_per_step}};
   }

@@ -185,9 +185,9 @@ int run(const llama_cli_options& c) {
       const auto cost = specdec::calibrate(tgt, drafter);
       report["policy_calibration_seconds"] =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
-      o.replan = specdec::speed_policy(cost);
+      o.policy = specdec::speed_policy(cost);
       // Draft heads carry their held-out accuracy: the policy's first plans start from it.
-      o.replan.expected = specdec::expected_acceptance_of(drafter);
+      o.policy.expected = specdec::expected_acceptance_of(drafter);
       report["policy_cost_curve"] = cost.target;
       report["policy_draft_per_level"] = cost.draft_per_level;
       report["policy_draft_per_node"] = cost.draft_per_node;
@@ -208,7 +208,7 @@ int run(const llama_cli_options& c) {
       auto po = o;
       po.draft_length = 0;
       po.tree.clear();
-      po.replan = {};
+      po.policy = {};
       po.on_token = nullptr;
       const auto p = plain.generate(prompt, po);
       const double speedup = r.stats.tokens_per_second() / p.stats.tokens_per_second();

@@ -1,6 +1,6 @@
 // specdec/cost/calibrate.hpp - what a step costs on the user's own models, measured: the target's
 // t(n) (seconds to score n tokens in one call) and the drafting cost per level and per node,
-// as the step_cost_model that plan_chain, plan_tree and generate_options::replan read.
+// as the step_cost_model that plan_chain, plan_tree and generate_options::policy read.
 #pragma once
 
 #include <algorithm>

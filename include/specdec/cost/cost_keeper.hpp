@@ -35,7 +35,7 @@ struct cost_keeper_options {
  *
  *     specdec::cost_keeper costs(target, drafter);              // nothing is measured yet
  *     ...
- *     options.replan = specdec::speed_policy(costs.current());  // measures when stale
+ *     options.policy = specdec::speed_policy(costs.current());  // measures when stale
  *     decoder.generate(prompt, options);
  *
  * Call current() and refresh() only where calibrate may run: the target (and the drafter's

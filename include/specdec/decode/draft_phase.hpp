@@ -183,7 +183,7 @@ inline void reserve_verdict(sequence_state& s, std::size_t bound,
     }
   };
   size_counts(s.stats);
-  if (s.options.replan.every > 0) size_counts(s.measured);
+  if (s.options.policy.every > 0) size_counts(s.measured);
 }
 
 }  // namespace detail

@@ -54,6 +54,21 @@ constexpr const char* to_string(verification_rule v) noexcept {
   return "unknown";
 }
 
+namespace detail {
+template <class>
+inline constexpr bool renamed_always_false = false;
+/// The former field generate_options::replan: empty, and any assignment from it or to it fails
+/// to compile with the new name (member access fails naming this type, which says it too).
+struct replan_is_now_policy {
+  template <class T>
+  replan_is_now_policy& operator=(T&&) {
+    static_assert(renamed_always_false<T>,
+                  "generate_options::replan was renamed generate_options::policy");
+    return *this;
+  }
+};
+}  // namespace detail
+
 /// Options of one generation. Validated by generate()/start() (validate_options); the error
 /// names the field.
 struct generate_options {
@@ -80,9 +95,9 @@ struct generate_options {
   /// speculative sampling), or coupled (chains and trees; the tokens are plain decoding's in
   /// that mode, token for token). All are lossless. Plain decoding samples by the same rule.
   verification_rule verification = verification_rule::token;
-  /// Re-planning: every `replan.every` steps (0 = never), and at the start of each
+  /// The planning policy: every `policy.every` steps (0 = never), and at the start of each
   /// generation once something was measured, the decoder replaces the shape in force
-  /// (draft_length, or tree) with plan_tree's choice for `replan.cost` and the acceptance by
+  /// (draft_length, or tree) with plan_tree's choice for `policy.cost` and the acceptance by
   /// depth and rank it has measured over all its re-planning generations (a decoder serving
   /// similar requests learns once). Chains only when the drafter cannot draft trees, with block
   /// verification, or with chains_only.
@@ -98,7 +113,7 @@ struct generate_options {
   ///   faded, only where drafting could pay. Needs every >= 1.
   /// Every plan reads committed steps only, so each step stays lossless; no clock is read, so
   /// the same seed and cost give the same tokens.
-  struct replan_options {
+  struct policy_options {
     std::size_t every = 0;
     step_cost_model cost;  ///< the target's t(n) (cost.target[n]) and the drafting costs
     std::size_t max_nodes = 32;
@@ -119,7 +134,14 @@ struct generate_options {
     /// the margin that keeps probes and calibration noise from costing more than a marginal
     /// shape could gain. speed_policy() sets 0.1.
     double min_gain = 0.0;
-  } replan;
+  } policy;
+  /// Former names, kept one release so that old code fails with a message that says what to
+  /// write: the type alias is deprecated, and any use of the field is a compile error naming
+  /// `policy` (a data member of an aggregate cannot be a deprecated alias without every copy of
+  /// the options warning). Takes no space.
+  using replan_options [[deprecated("renamed generate_options::policy_options")]] =
+      policy_options;
+  [[no_unique_address]] detail::replan_is_now_policy replan;
   /// Keep the part of the target's context that the new prompt starts with (multi-turn chat,
   /// continuing a generation) instead of feeding the whole prompt again. Off by default: every
   /// prompt is fed whole. On, what is kept depends on what the target can tell:
@@ -169,10 +191,10 @@ struct step_result {
 };
 
 /// Whether a re-planning of a generation with options `o` may plan a tree: it re-plans
-/// (replan.every > 0), not chains_only, not block verification, and the pipeline can run a tree
+/// (policy.every > 0), not chains_only, not block verification, and the pipeline can run a tree
 /// (`can_tree`, see trees_possible). O(1).
 inline bool replan_may_tree(const generate_options& o, bool can_tree) noexcept {
-  return can_tree && o.replan.every > 0 && !o.replan.chains_only &&
+  return can_tree && o.policy.every > 0 && !o.policy.chains_only &&
          o.verification != verification_rule::block;
 }
 
@@ -237,25 +259,25 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
       o.tree_draw != candidate_draw::without_replacement)
     throw std::invalid_argument(
         std::string("generate_options.tree_draw: must be iid or without_replacement ") +
-        (o.tree.empty() ? "(re-planning may plan a tree; set replan.chains_only for chains) "
+        (o.tree.empty() ? "(re-planning may plan a tree; set policy.chains_only for chains) "
                         : "") +
         "(deterministic drafters say so themselves)");
-  if (o.replan.every > 0 && o.replan.min_samples == 0)
+  if (o.policy.every > 0 && o.policy.min_samples == 0)
     throw std::invalid_argument(
-        "generate_options.replan.min_samples: must be >= 1 (a rate needs a judged candidate)");
-  if (o.replan.explore && o.replan.every == 0)
-    throw std::invalid_argument("generate_options.replan.explore: needs replan.every >= 1");
-  if (o.replan.explore && (!(o.replan.optimism > 0.0) || !std::isfinite(o.replan.optimism)))
-    throw std::invalid_argument("generate_options.replan.optimism: must be > 0 and finite");
-  if (o.replan.explore && !o.replan.expected.rate.empty()) {
-    if (!(o.replan.expected_samples > 0.0) || !std::isfinite(o.replan.expected_samples))
+        "generate_options.policy.min_samples: must be >= 1 (a rate needs a judged candidate)");
+  if (o.policy.explore && o.policy.every == 0)
+    throw std::invalid_argument("generate_options.policy.explore: needs policy.every >= 1");
+  if (o.policy.explore && (!(o.policy.optimism > 0.0) || !std::isfinite(o.policy.optimism)))
+    throw std::invalid_argument("generate_options.policy.optimism: must be > 0 and finite");
+  if (o.policy.explore && !o.policy.expected.rate.empty()) {
+    if (!(o.policy.expected_samples > 0.0) || !std::isfinite(o.policy.expected_samples))
       throw std::invalid_argument(
-          "generate_options.replan.expected_samples: must be > 0 and finite");
-    o.replan.expected.check("generate_options.replan.expected");
+          "generate_options.policy.expected_samples: must be > 0 and finite");
+    o.policy.expected.check("generate_options.policy.expected");
   }
-  if (!(o.replan.min_gain >= 0.0) || !std::isfinite(o.replan.min_gain))
-    throw std::invalid_argument("generate_options.replan.min_gain: must be >= 0 and finite");
-  if (o.replan.every > 0) o.replan.cost.check("generate_options.replan.cost");
+  if (!(o.policy.min_gain >= 0.0) || !std::isfinite(o.policy.min_gain))
+    throw std::invalid_argument("generate_options.policy.min_gain: must be >= 0 and finite");
+  if (o.policy.every > 0) o.policy.cost.check("generate_options.policy.cost");
   if (o.verification != verification_rule::token && o.verification != verification_rule::block &&
       o.verification != verification_rule::coupled &&
       o.verification != verification_rule::sample_match)
@@ -265,16 +287,16 @@ inline void validate_options(std::span<const token_id> prompt, const generate_op
 
 /**
  * The speed policy for a target whose step costs `cost` (calibrate() measures it): re-plan
- * before every step with explore on (generate_options::replan), chains or trees as the
+ * before every step with explore on (generate_options::policy), chains or trees as the
  * drafter allows, plain decoding whenever no shape is predicted to be at least 10% faster
  * (min_gain: below that margin a probe's cost and the curve's noise outweigh the gain). A plan
  * costs microseconds (O(max_depth) for a chain; plan_tree's search is bounded by the curve's
  * length) and allocates a little. Use as
- * `options.replan = speed_policy(calibrate(target, drafter));`. The curve must reach nodes + 1
+ * `options.policy = speed_policy(calibrate(target, drafter));`. The curve must reach nodes + 1
  * for the shapes to be considered (calibrate's default max_n = 9: chains up to K = 8).
  */
-inline generate_options::replan_options speed_policy(step_cost_model cost) {
-  generate_options::replan_options r;
+inline generate_options::policy_options speed_policy(step_cost_model cost) {
+  generate_options::policy_options r;
   r.every = 1;
   r.cost = std::move(cost);
   r.explore = true;

@@ -140,10 +140,10 @@ struct sequence_state {
   std::size_t tree_leaves = std::numeric_limits<std::size_t>::max();
   step_phase expects = step_phase::draft;  ///< the phase the sequence expects next
   std::size_t draft_calls_at_start = 0;
-  // Re-planning (generate_options::replan): the shape in force and what it was planned from.
+  // Re-planning (generate_options::policy): the shape in force and what it was planned from.
   tree_plan plan;
   decode_stats measured;  ///< rank counts of every re-planning generation of this sequence
-  /// Steps counted toward replan.half_life since `measured` last halved (the speed policy).
+  /// Steps counted toward policy.half_life since `measured` last halved (the speed policy).
   std::size_t measured_calls = 0;
 
   // The step in flight, filled by the draft phase.
@@ -228,7 +228,7 @@ struct sequence_state {
   /// accepted, in this generation's statistics and in the re-planning measurements.
   void count_rank(std::size_t d, std::size_t rank, std::size_t offered, bool kept) {
     stats.count_judged(d, rank, offered, kept);
-    if (options.replan.every > 0) measured.count_judged(d, rank, offered, kept);
+    if (options.policy.every > 0) measured.count_judged(d, rank, offered, kept);
   }
 };
 

@@ -121,7 +121,7 @@ void start_sequence(sequence_state& s, Model& model, Draft& drafter,
   s.gen.reseed(options.sampling.seed);
   s.stats = decode_stats{};
   s.plan = tree_plan{};
-  if (s.options.replan.every > 0 && !s.measured.offered_at_rank.empty()) detail::replan(s);
+  if (s.options.policy.every > 0 && !s.measured.offered_at_rank.empty()) detail::replan(s);
   s.history.swap(fresh);
   s.prompt_size = s.history.size();
   if constexpr (requires { drafter.model_calls(); }) s.draft_calls_at_start = drafter.model_calls();

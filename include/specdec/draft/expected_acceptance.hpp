@@ -1,6 +1,6 @@
 // specdec/draft/expected_acceptance.hpp - the acceptance draft heads are expected to get, read
 // from the accuracy they carry: a starting point for the speed policy
-// (generate_options::replan.expected) before the decoder has measured anything.
+// (generate_options::policy.expected) before the decoder has measured anything.
 #pragma once
 
 #include <algorithm>
@@ -50,7 +50,7 @@ inline acceptance_profile expected_acceptance(const medusa_weights& w) {
 
 /// The profile a drafter's heads imply: expected_acceptance(d.weights()) for a drafter that
 /// hands out EAGLE-style or Medusa weights (eagle_drafter, medusa_drafter); empty for any other
-/// drafter, so that an engine can set replan.expected whatever it drafts with.
+/// drafter, so that an engine can set policy.expected whatever it drafts with.
 template <class Drafter>
 acceptance_profile expected_acceptance_of(const Drafter& d) {
   if constexpr (requires { expected_acceptance(d.weights()); })

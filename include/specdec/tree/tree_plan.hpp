@@ -74,7 +74,7 @@ struct acceptance_profile {
   }
 
   /**
-   * The profile the speed policy plans from (generate_options::replan.explore): measured counts
+   * The profile the speed policy plans from (generate_options::policy.explore): measured counts
    * plus `prior` pseudo-samples of the most a cell could be, rate[d][r] = (accepted + prior x u)
    * / (offered + prior), u = 1 - the rates of the lower ranks at that depth (at least 0), and for
    * a rank r >= 1 u times c_r, the share of that room rank r's candidates took at every depth
@@ -300,7 +300,7 @@ struct plan_search {
  * accepted_within over the levels above. Plain decoding (an empty shape, cost target[1]) is a
  * candidate too, so a profile or a cost curve under which speculation does not pay plans no
  * drafts; a shape replaces it only when predicted more than `min_gain` faster (the speed
- * policy's margin, generate_options::replan.min_gain). Exhaustive over the shapes within the
+ * policy's margin, generate_options::policy.min_gain). Exhaustive over the shapes within the
  * bounds (a few thousand for 64 nodes). Throws std::invalid_argument for a cost model that
  * step_cost_model::check refuses, or a min_gain that is negative or not finite.
  */
