@@ -23,6 +23,18 @@
 #   specdec-spec-K the same with --spec-draft-n-max K --spec-draft-n-min 0 (K in SPECDEC_KS,
 #                  default "4")
 #   specdec-policy-coupled  specdec-policy with LLAMA_ARG_SPEC_SEEDED=coupled (SEEDS=request only)
+# and with NGRAM=1, model-free drafting (the n-gram race, docs/llamacpp-server.md):
+#   stock-ngram-TYPE STOCK_BIN --spec-type TYPE at llama.cpp's defaults, for TYPE ngram-simple,
+#                  ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache; the tables add
+#                  stock-ngram-best, the best type per point
+#   specdec-ngram  PATCHED_BIN --spec-type ngram-specdec (its defaults)
+#   specdec-ngram-draft  PATCHED_BIN -md DRAFT --spec-type ngram-specdec,draft-simple
+#                  --spec-draft-n-max NGRAM_DRAFT_K (default 2): the n-gram draft where the slot's
+#                  text has a match, the draft model's where it has none
+# PROMPTS=resend sends requests that repeat their context: each base prompt re-sent with the
+# model's own greedy answer of RESEND_ANSWER tokens (default 48) and the base prompt again
+# (bench/support/resend_prompts.py asks the first server up, once per quantization, not timed;
+# needs a context of base + answer + base + 100 tokens: stories260K's race GGUFs, 512 a slot).
 # SEEDS=none (the default) sends no seed, as most clients: the patched server verifies by
 # rejection sampling with the draft's q, and at T > 0 each server draws its own tokens (the
 # same-text column is blank there). SEEDS=request sends seed i with request i: the patched server
@@ -53,7 +65,8 @@
 #
 # Environment: MODEL (aidreams260K or stories260K), QUANTS (default "q8_0"; "f32 q8_0" for both), TEMPS (default "0 0.8"), CLIENTS
 # (default "1 4 8"), STOCK_KS, SPECDEC_KS, SEEDS (request or none), ROUNDS, SYSTEMS (a regex over
-# the system names, e.g. 'stock-plain|stock-spec-4|specdec-spec'), OUT, GGUF_DIR.
+# the system names, e.g. 'stock-plain|stock-spec-4|specdec-spec'), OUT, GGUF_DIR, NGRAM,
+# NGRAM_DRAFT_K, PROMPTS (base or resend), RESEND_ANSWER.
 # Time: under a second per server start, then REQUESTS x 100 tokens per load. The default run
 # (Q8_0, 7 systems, 2 temperatures x 3 client counts, 16 requests, 1 thread, 1 round) is 42 loads
 # of 1600 tokens, about 12 minutes on a 2-core Xeon (Nov 2026: ~75 tokens/s a single stream,
@@ -145,6 +158,17 @@ done
 # Seeded requests: the patched server keeps llama.cpp's own rule (sample-and-match) unless told
 # LLAMA_ARG_SPEC_SEEDED=coupled; without a seed, its rule is rejection sampling (SEEDS=none).
 [[ $SEEDS == none ]] || add specdec-policy-coupled "$patched" "$spec" LLAMA_ARG_SPEC_SEEDED=coupled
+# NGRAM=1: model-free drafting, each llama.cpp n-gram type at its defaults on the stock server,
+# specdec's ngram-specdec on the patched one, alone and chained before the draft model (at K =
+# NGRAM_DRAFT_K, default 2, for the draft model: the policy plans draft-simple alone).
+if [[ ${NGRAM:-0} == 1 ]]; then
+  for t in ngram-simple ngram-map-k ngram-map-k4v ngram-mod ngram-cache; do
+    add "stock-$t" "$stock" "--spec-type $t"
+  done
+  add specdec-ngram "$patched" "--spec-type ngram-specdec"
+  add specdec-ngram-draft "$patched" \
+    "-md $draft --spec-type ngram-specdec,draft-simple --spec-draft-n-max ${NGRAM_DRAFT_K:-2} --spec-draft-n-min 0"
+fi
 [[ ${#names[@]} -gt 0 ]] || { echo "llamacpp_server_race.sh: SYSTEMS='${SYSTEMS:-}' matches no system" >&2; exit 1; }
 
 declare -A pid port
@@ -201,6 +225,15 @@ for round in $(seq 1 "$R"); do
     tag=$quant.r$round
     echo "round $round/$R: $quant: starting ${#names[@]} servers" >&2
     for i in "${!names[@]}"; do start "${names[$i]}" "${bins[$i]}" "$target" "${extra[$i]}" "${envs[$i]}" || true; done
+    load_prompts=(--prompts "$prompts")
+    if [[ ${PROMPTS:-base} == resend ]]; then  # made once per quant by the first server that is up
+      pfile=$out/prompts-$quant.json
+      if [[ ! -f $pfile ]]; then
+        for s in "${names[@]}"; do [[ -n ${pid[$s]:-} ]] && break; done
+        "$py" bench/support/resend_prompts.py "http://127.0.0.1:${port[$s]}" "$prompts" "${RESEND_ANSWER:-48}" "$pfile"
+      fi
+      load_prompts=(--prompts-file "$pfile")
+    fi
     for temp in ${TEMPS:-0 0.8}; do
       for clients in ${CLIENTS:-1 4 8}; do
         n=${#names[@]}
@@ -210,7 +243,7 @@ for round in $(seq 1 "$R"); do
           echo "round $round/$R: $quant T=$temp, $clients client(s): $s" >&2
           key=$(printf '%s\t%s\t%s\t%s\t%s' "$round" "$quant" "$temp" "$clients" "$s")
           "$py" bench/support/server_load.py "http://127.0.0.1:${port[$s]}" "$clients" "$REQ" "$temp" \
-            --n-predict "$N" --tag "$key" --seeds "$SEEDS" --prompts "$prompts" >"$out/last.tsv" &
+            --n-predict "$N" --tag "$key" --seeds "$SEEDS" "${load_prompts[@]}" >"$out/last.tsv" &
           loader=$!  # in the background, so that a signal stops the run at once
           wait "$loader" || echo "llamacpp_server_race.sh: $s: every request failed (log: $out/logs/$s.$tag.log)" >&2
           loader=
@@ -253,7 +286,7 @@ for r in reqs:
     per_req[(p, r["system"])].append(r)
     sha[(p, r["system"], r["round"], r["request"])] = r["sha1"]
 order = [s for s in systems if s == "stock-plain"] + [s for s in systems if s.startswith("stock-spec")] + \
-        [s for s in systems if s.startswith("specdec")]
+        [s for s in systems if s.startswith("stock-ngram")] + [s for s in systems if s.startswith("specdec")]
 def pct(v, q):  # q-quantile, linear interpolation between order statistics
     v = sorted(v)
     if not v: return float("nan")
@@ -301,16 +334,19 @@ for p in points:
         med_tps[s] = m
     for s in order:
         line(s, s)
-        if s.startswith("stock-spec") and not any(x.startswith("stock-spec") for x in order[order.index(s) + 1:]):
-            ks = {x: m for x, m in med_tps.items() if x.startswith("stock-spec")}
-            if len(ks) > 1:
-                best = max(ks, key=ks.get)
-                line(best, f"stock-spec-best (K = {best.rsplit('-', 1)[1]})")
-    spec = [x for x in med_tps if x.startswith("stock-spec")]
-    if spec:
-        best = max(spec, key=med_tps.get)
-        for s in med_tps:
-            if s.startswith("specdec-") and s != "specdec-plain":
-                print(f"\n{s} / the best stock K ({best}): {med_tps[s] / med_tps[best]:.2f}x")
+        for group, what in (("stock-spec", "K = {}"), ("stock-ngram", "{}")):
+            if s.startswith(group) and not any(x.startswith(group) for x in order[order.index(s) + 1:]):
+                ks = {x: m for x, m in med_tps.items() if x.startswith(group)}
+                if len(ks) > 1:
+                    best = max(ks, key=ks.get)
+                    name = best.rsplit("-", 1)[1] if group == "stock-spec" else best[len("stock-"):]
+                    line(best, f"{group}-best ({what.format(name)})")
+    for group, what in (("stock-spec", "the best stock K"), ("stock-ngram", "stock's best n-gram type")):
+        spec = [x for x in med_tps if x.startswith(group)]
+        if spec:
+            best = max(spec, key=med_tps.get)
+            for s in med_tps:
+                if s.startswith("specdec-") and s != "specdec-plain":
+                    print(f"\n{s} / {what} ({best}): {med_tps[s] / med_tps[best]:.2f}x")
 print(f"\nraw numbers: {out}/requests.tsv, loads.tsv, summary.tsv; server logs and /metrics in {out}/logs")
 EOF

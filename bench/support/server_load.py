@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 # bench/support/server_load.py URL CLIENTS REQUESTS TEMP [--n-predict N] [--tag TEXT]
-#   [--seeds request|none] [--prompts default|stories] - the load of bench/llamacpp_server_race.sh: CLIENTS clients, each
+#   [--seeds request|none] [--prompts default|stories] [--prompts-file FILE] - the load of bench/llamacpp_server_race.sh: CLIENTS clients, each
 # sending /completion requests back to back (stream off) until REQUESTS requests have completed in
 # all. Request i (0-based, handed out in order to whichever client is free) is prompt
-# PROMPTS[i % len(PROMPTS)] (of the --prompts list) with seed i (--seeds none: no seed, the server draws one), N tokens
+# PROMPTS[i % len(PROMPTS)] (of the --prompts list, or FILE's JSON list) with seed i (--seeds none: no seed, the server draws one), N tokens
 # (default 100) with end of text ignored, at temperature TEMP with top-k 40, top-p 0.95 and
 # min-p 0.05 (llama-server's defaults, sent explicitly), so two servers serve the same requests.
 #
@@ -16,6 +16,7 @@
 import argparse
 import asyncio
 import hashlib
+import json
 import sys
 import time
 
@@ -56,8 +57,13 @@ async def main():
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--prompts", choices=sorted(PROMPT_SETS), default="default",
                     help="the prompt list: default, or stories (stories260K's race)")
+    ap.add_argument("--prompts-file", default="",
+                    help="a JSON list of prompts (bench/support/resend_prompts.py makes one), in place of --prompts")
     a = ap.parse_args()
     PROMPTS = PROMPT_SETS[a.prompts]
+    if a.prompts_file:
+        with open(a.prompts_file) as f:
+            PROMPTS = json.load(f)
 
     next_request = 0
     rows = []

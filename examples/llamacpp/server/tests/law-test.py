@@ -58,6 +58,13 @@ Checks (each one's verdict is printed; exit 0 only if all pass):
    reference only: llama.cpp's rows differ in the last bits between a batch of a draft and one
    token, so its own draws there can differ (seen: about 5% of such requests at n_predict 32).
 
+4. With --ngram-url (law-test.sh starts that server): the law under ngram-specdec's drafts, which
+   are deterministic (verified with a one-hot q), at t1 on a prompt that repeats itself
+   (--ngram-prompt) so that the slot's own text has matches, against the stock server on the same
+   prompt: the same features and family test as 1, every request verified by rejection, and each
+   position 1..3 drafted in at least half of the requests (an n-gram draft depends on the tokens
+   drawn, so there is no schedule to check).
+
 Needs only Debian's python3-requests; the chi-square p-value is computed here (the regularized
 upper incomplete gamma function), checked against tabulated quantiles at start.
 """
@@ -92,6 +99,10 @@ N_PREDICT = 6            # positions 0..5; with K 4 the drafts propose positions
 TESTED_POSITIONS = (0, 1, 2, 3)
 DRAFTED_POSITIONS = (1, 2, 3)   # the tested positions a draft must have proposed
 MIN_POOLED = 10
+# [4]'s prompt repeats itself, so that most requests draft positions 1..3 from the slot's own text
+NGRAM_PROMPT = ("Once upon a time, there was a little girl named Lily. "
+                "Once upon a time, there was a little girl named Lily. Once upon a")
+NGRAM_MIN_SHARE = 0.5    # [4]: each tested position drafted in at least this share of requests
 
 
 # ---------------------------------------------------------------- chi-square
@@ -275,7 +286,8 @@ def coverage(path: str, n_tasks: int, k: int, wait_s: float = 10.0) -> dict:
         time.sleep(0.2)   # the server's log is written by a thread of its own
     res = {"tasks": len(n_gen), "rules": collections.Counter(rules.get(t, "?") for t in n_gen),
            "steps": 0, "short_drafts": 0, "uncovered": 0,
-           "proposed": collections.Counter(), "accepted": collections.Counter(), "bad": []}
+           "proposed": collections.Counter(), "accepted": collections.Counter(),
+           "requests_drafting": collections.Counter(), "bad": []}
     for task, n in n_gen.items():
         gen, drafted = 1, set()
         for a, length in steps.get(task, []):
@@ -290,12 +302,43 @@ def coverage(path: str, n_tasks: int, k: int, wait_s: float = 10.0) -> dict:
             for p in range(gen, gen + a):
                 res["accepted"][p] += 1
             gen += a + 1
+        res["requests_drafting"].update(drafted)
         missing = [p for p in DRAFTED_POSITIONS if p < n and p not in drafted]
         if missing:
             res["uncovered"] += 1
             if len(res["bad"]) < 5:
                 res["bad"].append(f"task {task}: positions {missing} not drafted; steps {steps.get(task)}")
     return res
+
+
+def check_ngram(args, tokens: dict, drafts: dict, report: dict, failures: list[str]) -> None:
+    """[4] The law under ngram-specdec's drafts (deterministic, verified with a one-hot q) at
+    temperature 1, on a prompt that repeats itself so that the slot's own text has matches: the
+    same features and family test as [1] against the reference, every unseeded request verified
+    by rejection, and each tested position 1..3 drafted in at least NGRAM_MIN_SHARE of the
+    requests (n-gram drafts depend on the tokens drawn: there is no fixed schedule)."""
+    n = len(tokens["ngram/t1"])
+    cov = coverage(args.ngram_log, n, args.k)
+    share = {p: cov["requests_drafting"][p] / max(1, cov["tasks"]) for p in DRAFTED_POSITIONS}
+    n_draft, n_acc = drafts["ngram/t1"]
+    acc = n_acc / n_draft if n_draft else 0.0
+    res = compare(tokens["ngram/t1"], tokens["stock/ngram-t1"])
+    res.update(draft_n=n_draft, draft_n_accepted=n_acc, acceptance=acc,
+               drafted_share={str(p): v for p, v in share.items()}, rules=dict(cov["rules"]))
+    report["ngram"] = res
+    verdict = "PASS" if res["family_p"] > args.alpha else "FAIL"
+    print(f"[4] law under ngram-specdec's drafts, t1, prompt {args.ngram_prompt!r}: {verdict}: "
+          f"acceptance {acc:.3f} ({n_acc}/{n_draft}); requests drafting position "
+          + ", ".join(f"{p}: {v:.0%}" for p, v in share.items()))
+    show("patched+ngram vs stock", res)
+    if res["family_p"] <= args.alpha:
+        failures.append(f"law (ngram): family p {res['family_p']:.3g} <= {args.alpha}")
+    if cov["rules"].get("rejection", 0) != cov["tasks"] or cov["tasks"] != n:
+        failures.append(f"ngram: {cov['tasks']} requests in its log (of {n}), rules {dict(cov['rules'])}")
+    if min(share.values()) < NGRAM_MIN_SHARE:
+        failures.append(f"ngram: a tested position was drafted in under {NGRAM_MIN_SHARE:.0%} of requests")
+    if not 0 < acc <= args.max_acceptance:
+        failures.append(f"law (ngram): acceptance {acc:.3f} not in (0, {args.max_acceptance}]")
 
 
 # ---------------------------------------------------------------- main
@@ -318,7 +361,12 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--ngram-url", help="PATCHED with --spec-type ngram-specdec (traced, -lv 4): check [4]")
+    ap.add_argument("--ngram-log", help="that server's log")
+    ap.add_argument("--ngram-prompt", default=NGRAM_PROMPT)
     args = ap.parse_args()
+    if bool(args.ngram_url) != bool(args.ngram_log):
+        ap.error("--ngram-url and --ngram-log go together")
     if not 1 <= args.k <= N_PREDICT - 2:
         ap.error(f"--k must be in 1..{N_PREDICT - 2}")
     self_check_chi2()
@@ -340,6 +388,9 @@ def main() -> int:
         "stock/grammar": (args.stock_url, body(GRAMMAR)),
         "stock/control": (args.stock_url, body(control)),
     }
+    if args.ngram_url:  # check [4]: n-gram drafts, on a prompt that repeats itself
+        samples["ngram/t1"] = (args.ngram_url, body(T1, prompt=args.ngram_prompt))
+        samples["stock/ngram-t1"] = (args.stock_url, body(T1, prompt=args.ngram_prompt))
     jobs = [name for name in samples for _ in range(args.n)]
     random.Random(12345).shuffle(jobs)   # interleaved: the samples are drawn over the same time
     t0 = time.time()
@@ -349,7 +400,7 @@ def main() -> int:
     drafts: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
     for name, ans in zip(jobs, answers):
         tokens[name].append(ans["tokens"])
-        if name.startswith("draft/"):
+        if name.startswith(("draft/", "ngram/")):
             timings = ans.get("timings", {})
             drafts[name][0] += int(timings.get("draft_n", 0))
             drafts[name][1] += int(timings.get("draft_n_accepted", 0))
@@ -393,6 +444,9 @@ def main() -> int:
             failures.append(f"law ({setting}): family p {res['family_p']:.3g} <= {args.alpha}")
         if not 0 < acc <= args.max_acceptance:
             failures.append(f"law ({setting}): acceptance {acc:.3f} not in (0, {args.max_acceptance}]")
+
+    if args.ngram_url:
+        check_ngram(args, tokens, drafts, report, failures)
 
     ctl = compare(tokens["draft/t1"], tokens["stock/control"])
     report["control"] = ctl
@@ -481,7 +535,9 @@ def main() -> int:
           f"(acceptance {law['t1']['acceptance']:.3f}), defaults {law['defaults']['family_p']:.3g} "
           f"(acceptance {law['defaults']['acceptance']:.3f}), grammar {law['grammar']['family_p']:.3g} "
           f"(acceptance {law['grammar']['acceptance']:.3f}); control p {ctl['family_p']:.3g}; "
-          f"seeded (coupled) {n_seeded - len(coupled_mm)}/{n_seeded} identical with the draft, "
+          + (f"ngram {report['ngram']['family_p']:.3g} (acceptance {report['ngram']['acceptance']:.3f}); "
+             if "ngram" in report else "")
+          + f"seeded (coupled) {n_seeded - len(coupled_mm)}/{n_seeded} identical with the draft, "
           f"(default) {2 * n_seeded - len(plain_mm) - len(draft_mm)}/{2 * n_seeded} stock's; "
           f"{elapsed:.0f} s")
     if failures:

@@ -2,7 +2,7 @@
 # examples/llamacpp/server/tests/law-test.sh PATCHED_BIN STOCK_BIN MODEL DRAFT [LAW_TEST_ARGS...]
 #
 # The law test of llama-server with specdec (law-test.py, next to this script, says what it
-# checks): starts six servers on 127.0.0.1, each on a free port below the ephemeral range, with
+# checks): starts seven servers on 127.0.0.1, each on a free port below the ephemeral range, with
 # MODEL, 4 slots (-np 4, -c 2048: 512 tokens a slot), one thread (-t 1) and no prompt cache
 # (--cache-ram 0: at -lv 4 its listing of the saved prompts grows with every request); "+draft" is
 # `-md DRAFT --spec-type draft-simple --spec-draft-n-max 4 --spec-draft-p-min 0`:
@@ -13,6 +13,9 @@
 #   STOCK_BIN          (the same llama.cpp without specdec): the reference law; seeds
 #   STOCK_BIN+draft    seeds
 #   PATCHED_BIN+draft and PATCHED_BIN without LLAMA_ARG_SPEC_SEEDED: the default rule for a seed
+#   PATCHED_BIN --spec-type ngram-specdec, LLAMA_TRACE=1 and -lv 4: check [4], the law under
+#                      specdec's n-gram drafts (LAW_TEST_NGRAM=0 leaves it out, for a server
+#                      without that type)
 # then runs law-test.py against them (extra arguments are passed to it, e.g. --n 2000; its default
 # N of 10000 requests a sample takes about 2 minutes on 2 idle cores), the whole run under a time
 # limit, and always stops the servers. Exits with law-test.py's status (0: every check passed,
@@ -146,6 +149,12 @@ start_server "patched+draft (default seeds)" "$logdir/patched-draft-default.log"
 seeded_draft_url=$url
 start_server "patched (default seeds)" "$logdir/patched-default.log" -- "$patched"
 seeded_nodraft_url=$url
+ngram_args=()
+if [[ ${LAW_TEST_NGRAM:-1} == 1 ]]; then
+  start_server "patched+ngram-specdec (traced)" "$logdir/patched-ngram.log" LLAMA_TRACE=1 -- \
+    "$patched" --spec-type ngram-specdec -lv 4
+  ngram_args=(--ngram-url "$url" --ngram-log "$logdir/patched-ngram.log")
+fi
 
 left=$(( budget - (SECONDS - start) ))
 (( left > 0 )) || die "the ${budget}s budget is spent before the test"
@@ -155,7 +164,7 @@ status=0
 timeout --kill-after=5 "$left" $python "$here/law-test.py" --draft-url "$draft_url" \
   --nodraft-url "$nodraft_url" --stock-url "$stock_url" --stock-draft-url "$stock_draft_url" \
   --seeded-draft-url "$seeded_draft_url" --seeded-nodraft-url "$seeded_nodraft_url" \
-  --draft-log "$logdir/patched-draft.log" \
+  --draft-log "$logdir/patched-draft.log" "${ngram_args[@]}" \
   --k 4 "${json_args[@]}" "$@" || status=$?
 (( status == 124 || status == 137 )) && { echo "law-test.sh: timed out (the ${budget}s budget)" >&2; status=124; }
 

@@ -327,6 +327,68 @@ def test_policy_off_for_other_spec_types():
     s.stop()
 
 
+# --- ngram-specdec: specdec's n-gram drafter as a spec type --------------------------------------
+
+REPEAT = "Lily had a red ball. Lily had a red ball. Lily had a red ball. Lily had a"
+
+
+def ngram_server(types: str = "ngram-specdec", draft: str | None = None, slots: int = 2) -> ServerProcess:
+    s = make_server(draft=draft, n_max=4 if draft else None, slots=slots)
+    s.spec_type = types
+    return s
+
+
+def drafts(res: list[dict]) -> tuple[int, int]:
+    return (sum(r["timings"]["draft_n"] for r in res), sum(r["timings"]["draft_n_accepted"] for r in res))
+
+
+def test_ngram_specdec_in_help():
+    out = subprocess.run([os.environ["LLAMA_SERVER_BIN_PATH"], "--help"], capture_output=True, text=True,
+                         timeout=60).stdout
+    for flag in ("ngram-specdec", "--spec-ngram-specdec-n-max", "--spec-ngram-specdec-n-min",
+                 "--spec-ngram-specdec-adaptive", "--spec-ngram-specdec-shared",
+                 "--spec-ngram-specdec-shared-mb"):
+        assert flag in out, flag
+
+
+def test_ngram_specdec_greedy_equal_to_plain_alone_and_chained():
+    # Greedy output is plain greedy's with ngram-specdec alone and chained before the draft model
+    # (the n-gram draft where the slot's text has a match, the draft model where it has none),
+    # over requests that repeat their prompt and requests that do not, two slots at once.
+    prompts = [REPEAT, PROMPT, PROMPT + " was happy", "Once upon a time"]
+    reqs = [{"prompt": p, "temperature": 0.0, "n_predict": 48} for p in prompts]
+    plain = [r["tokens"] for r in run_on(make_server(draft=None), reqs)]
+    for types, draft in (("ngram-specdec", None), ("ngram-specdec,draft-simple", DRAFT)):
+        res = run_on(ngram_server(types, draft), reqs)
+        assert [r["tokens"] for r in res] == plain, types
+        drafted, kept = drafts(res)
+        assert drafted > 0 and kept > 0, (types, drafted, kept)
+
+
+def test_ngram_specdec_bad_values_refused_at_start_up():
+    for env in ({"LLAMA_ARG_SPEC_NGRAM_SPECDEC_N_MIN": "0"}, {"LLAMA_ARG_SPEC_NGRAM_SPECDEC_N_MAX": "0"},
+                {"LLAMA_ARG_SPEC_NGRAM_SPECDEC_SHARED_MB": "0"}, {"LLAMA_ARG_SPEC_NGRAM_SPECDEC_ADAPTIVE": "-1"}):
+        s = ngram_server()
+        with pytest.raises(RuntimeError):  # the server refuses to start
+            start(s, **env)
+        s.stop()
+
+
+def test_ngram_specdec_no_request_text_reaches_another_requests_drafts():
+    # The same greedy request twice on one slot. Without the cross-request cache the second
+    # request drafts from its own text only, which is the first's, so it drafts and keeps exactly
+    # as many tokens; with --spec-ngram-specdec-shared it also reads the first request's output
+    # and keeps more (the control: the test sees a draft that reads another request's text).
+    req = {"prompt": PROMPT, "temperature": 0.0, "n_predict": 64}
+    off = run_on(ngram_server(slots=1), [req, req])
+    assert off[0]["tokens"] == off[1]["tokens"]
+    assert drafts(off[:1]) == drafts(off[1:])
+    on = run_on(ngram_server(slots=1), [req, req], LLAMA_ARG_SPEC_NGRAM_SPECDEC_SHARED="1")
+    assert [r["tokens"] for r in on] == [r["tokens"] for r in off]
+    assert drafts(on[:1]) == drafts(off[:1])
+    assert drafts(on[1:])[1] > drafts(off[1:])[1], (drafts(on[1:]), drafts(off[1:]))
+
+
 def test_policy_with_n_min_above_its_k():
     # --spec-draft-n-min 12 with the policy: its cap rises to 12 and it plans K = 0 or K = 12 (a K
     # between 1 and 11 would be dropped by llama.cpp). Its first steps draft the cap, so the first
