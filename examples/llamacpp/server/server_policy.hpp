@@ -27,27 +27,33 @@ namespace specdec::llama_server {
 /// Called by llama-server before it makes its speculative context (the spec types are final
 /// then: given, or read from the draft GGUF): the policy runs when the draft length is "auto"
 /// (`--spec-draft-n-max auto`, and the default: no number was given by the flag, its
-/// LLAMA_ARG_SPEC_DRAFT_N_MAX twin, config.ini or a preset) and draft-simple is the only type
-/// (the cost model is a draft model's; n-gram, EAGLE-3, MTP and DFlash drafts keep llama.cpp's own
-/// lengths). It then sets llama-server's cap to the policy's: 8, or --spec-draft-n-min when that
-/// is larger (the policy never plans a K between 0 and n_min: llama.cpp drops such drafts).
+/// LLAMA_ARG_SPEC_DRAFT_N_MAX twin, config.ini or a preset) and the types are draft-simple alone
+/// with a draft model, or ngram-specdec alone (its drafts cost nothing; the policy plans up to
+/// its --spec-ngram-specdec-n-max). The cost model knows one drafter, so n-gram types of
+/// llama.cpp, EAGLE-3, MTP and DFlash drafts and chains of types keep llama.cpp's own lengths.
+/// It then sets llama-server's cap to the policy's: 8 (draft-simple) or ngram-specdec's n-max,
+/// or --spec-draft-n-min when that is larger (the policy never plans a K between 0 and n_min:
+/// llama.cpp drops such drafts).
 inline void policy_setup(common_params_speculative& spec) {
   auto& policy = server_policy();
   // (llama.cpp's list starts as {none}; --spec-type adds to it)
-  const bool draft_simple_only =
-      std::find(spec.types.begin(), spec.types.end(), COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE) != spec.types.end() &&
-      std::all_of(spec.types.begin(), spec.types.end(), [](common_speculative_type t) {
-        return t == COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE || t == COMMON_SPECULATIVE_TYPE_NONE;
-      });
-  policy.active = spec.draft.n_max_auto && draft_simple_only && spec.has_dft();
+  const auto only = [&spec](common_speculative_type type) {
+    return std::find(spec.types.begin(), spec.types.end(), type) != spec.types.end() &&
+           std::all_of(spec.types.begin(), spec.types.end(), [type](common_speculative_type t) {
+             return t == type || t == COMMON_SPECULATIVE_TYPE_NONE;
+           });
+  };
+  const bool draft_simple = only(COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE);
+  const bool ngram = only(COMMON_SPECULATIVE_TYPE_NGRAM_SPECDEC);
+  policy.active = spec.draft.n_max_auto && ((draft_simple && spec.has_dft()) || ngram);
   policy.n_min = std::max(0, spec.draft.n_min);
-  policy.max_k = std::max(8, policy.n_min);
+  policy.max_k = std::max(ngram ? spec.ngram_specdec.n_max : 8, policy.n_min);
   if (policy.active) {
     spec.draft.n_max = policy.max_k;
-  } else if (spec.draft.n_max_auto && draft_simple_only) {
+  } else if (spec.draft.n_max_auto && draft_simple) {
     LOG_WRN("specdec: --spec-draft-n-max auto without a draft model: llama.cpp's %d\n", spec.draft.n_max);
   }
-  LOG_INF("specdec: draft length %s\n", policy.active ? "auto (the speed policy plans K each step, 0 to 8 or n_min)"
+  LOG_INF("specdec: draft length %s\n", policy.active ? "auto (the speed policy plans K each step, from 0 to its cap)"
                                                      : "as llama.cpp's options give it");
 }
 

@@ -365,6 +365,21 @@ def test_ngram_specdec_greedy_equal_to_plain_alone_and_chained():
         assert drafted > 0 and kept > 0, (types, drafted, kept)
 
 
+def test_policy_plans_ngram_specdec_alone_at_auto():
+    # ngram-specdec alone at the default draft length: the speed policy plans its K (its drafts
+    # cost nothing); a number given, or a chain with the draft model, leaves it off.
+    for types, draft, env, on in (("ngram-specdec", None, {}, True),
+                                  ("ngram-specdec", None, {"LLAMA_ARG_SPEC_DRAFT_N_MAX": "5"}, False),
+                                  ("ngram-specdec,draft-simple", DRAFT, {}, False)):
+        s = ngram_server(types, draft)
+        s.spec_draft_n_max = None
+        start(s, **env)
+        try:
+            assert slot_info(s)[0]["specdec"]["policy"] is on, (types, env)
+        finally:
+            s.stop()
+
+
 def test_ngram_specdec_bad_values_refused_at_start_up():
     for env in ({"LLAMA_ARG_SPEC_NGRAM_SPECDEC_N_MIN": "0"}, {"LLAMA_ARG_SPEC_NGRAM_SPECDEC_N_MAX": "0"},
                 {"LLAMA_ARG_SPEC_NGRAM_SPECDEC_SHARED_MB": "0"}, {"LLAMA_ARG_SPEC_NGRAM_SPECDEC_ADAPTIVE": "-1"}):
@@ -379,11 +394,13 @@ def test_ngram_specdec_no_request_text_reaches_another_requests_drafts():
     # request drafts from its own text only, which is the first's, so it drafts and keeps exactly
     # as many tokens; with --spec-ngram-specdec-shared it also reads the first request's output
     # and keeps more (the control: the test sees a draft that reads another request's text).
+    # (A fixed draft length: the speed policy would plan the second request from the first's.)
     req = {"prompt": PROMPT, "temperature": 0.0, "n_predict": 64}
-    off = run_on(ngram_server(slots=1), [req, req])
+    fixed = {"LLAMA_ARG_SPEC_DRAFT_N_MAX": "16"}
+    off = run_on(ngram_server(slots=1), [req, req], **fixed)
     assert off[0]["tokens"] == off[1]["tokens"]
     assert drafts(off[:1]) == drafts(off[1:])
-    on = run_on(ngram_server(slots=1), [req, req], LLAMA_ARG_SPEC_NGRAM_SPECDEC_SHARED="1")
+    on = run_on(ngram_server(slots=1), [req, req], LLAMA_ARG_SPEC_NGRAM_SPECDEC_SHARED="1", **fixed)
     assert [r["tokens"] for r in on] == [r["tokens"] for r in off]
     assert drafts(on[:1]) == drafts(off[:1])
     assert drafts(on[1:])[1] > drafts(off[1:])[1], (drafts(on[1:]), drafts(off[1:]))
