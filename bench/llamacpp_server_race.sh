@@ -28,6 +28,9 @@
 #                  ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache; the tables add
 #                  stock-ngram-best, the best type per point
 #   specdec-ngram  PATCHED_BIN --spec-type ngram-specdec (its defaults)
+#   specdec-ngram-n8  the same drafting only from matches of 8 tokens or more
+#   specdec-ngram-shared  the same with the cross-request cache (llama.cpp's ngram-mod keeps
+#                  one pool for all requests: this is its like-for-like comparison)
 #   specdec-ngram-draft  PATCHED_BIN -md DRAFT --spec-type ngram-specdec,draft-simple
 #                  --spec-draft-n-max NGRAM_DRAFT_K (default 2): the n-gram draft where the slot's
 #                  text has a match, the draft model's where it has none
@@ -166,6 +169,8 @@ if [[ ${NGRAM:-0} == 1 ]]; then
     add "stock-$t" "$stock" "--spec-type $t"
   done
   add specdec-ngram "$patched" "--spec-type ngram-specdec"
+  add specdec-ngram-n8 "$patched" "--spec-type ngram-specdec --spec-ngram-specdec-n-min 8"
+  add specdec-ngram-shared "$patched" "--spec-type ngram-specdec --spec-ngram-specdec-shared"
   add specdec-ngram-draft "$patched" \
     "-md $draft --spec-type ngram-specdec,draft-simple --spec-draft-n-max ${NGRAM_DRAFT_K:-2} --spec-draft-n-min 0"
 fi

@@ -102,6 +102,20 @@ TEST_CASE("ngram_slots: adaptive caps a draft by the match's length") {
   CHECK(draft(half, 0, h, 8) == tokens{4, 5});  // ceil(0.5 x 3)
 }
 
+TEST_CASE("ngram_slots: a request too long for the cache's bound is left out of it") {
+  ngram_slots slots(1, {.shared = true, .shared_bytes = 4096});
+  const tokens small{1, 2, 3, 4, 5, 6, 7, 8};
+  tokens large(400);  // 400 tokens: over 4096 bytes at worst
+  std::iota(large.begin(), large.end(), 100);
+  slots.begin(0, large);
+  CHECK(draft(slots, 0, large, 4).empty());  // no repeat; the slot now holds the history
+  CHECK_NOTHROW(slots.begin(0, small));  // the long request is not cached, and nothing throws
+  CHECK(slots.cache()->document_count() == 0);
+  CHECK(draft(slots, 0, small, 4).empty());
+  slots.begin(0, tokens{9});
+  CHECK(slots.cache()->document_count() == 1);  // the short one is
+}
+
 TEST_CASE("ngram_slots: bad input is refused, naming it") {
   CHECK_THROWS_WITH(ngram_slots(1, {.adaptive = -1.0}), Catch::Contains("adaptive"));
   CHECK_THROWS_WITH(ngram_slots(1, {.min_match = 0}), Catch::Contains("min_match"));

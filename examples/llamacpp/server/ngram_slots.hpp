@@ -78,11 +78,14 @@ class ngram_slots {
   const ngram_cache* cache() const noexcept { return cache_.get(); }
 
   /// A new request on `seq`: with `shared`, the previous request's text (the last history this
-  /// sequence drafted from) joins the cache; the drafter forgets it. `prompt` is unused: the
-  /// first draft() indexes the history it is given.
+  /// sequence drafted from) joins the cache, unless it alone could exceed the cache's bound (it
+  /// is then left out, not an error: the server keeps serving); the drafter forgets it.
+  /// `prompt` is unused: the first draft() indexes the history it is given.
   void begin(std::size_t seq, std::span<const token_id> /*prompt*/) {
     slot& s = at(seq, "begin");
-    if (cache_ && !s.history.empty()) cache_->insert(s.history);
+    if (cache_ && !s.history.empty() &&
+        ngram_cache::snapshot::bytes_bound(s.history.size(), 1) <= options_.shared_bytes)
+      cache_->insert(s.history);
     s.history.clear();
     s.drafter.reset();
   }

@@ -13,7 +13,9 @@
 #   STOCK_BIN          (the same llama.cpp without specdec): the reference law; seeds
 #   STOCK_BIN+draft    seeds
 #   PATCHED_BIN+draft and PATCHED_BIN without LLAMA_ARG_SPEC_SEEDED: the default rule for a seed
-#   PATCHED_BIN --spec-type ngram-specdec, LLAMA_TRACE=1 and -lv 4: check [4], the law under
+#   PATCHED_BIN --spec-type ngram-specdec --spec-draft-n-max 4 (a number: the speed policy, which
+#                      would draft less where its drafts are rejected, is off), LLAMA_TRACE=1 and
+#                      -lv 4: check [4], the law under
 #                      specdec's n-gram drafts (LAW_TEST_NGRAM=0 leaves it out, for a server
 #                      without that type)
 # then runs law-test.py against them (extra arguments are passed to it, e.g. --n 2000; its default
@@ -152,7 +154,7 @@ seeded_nodraft_url=$url
 ngram_args=()
 if [[ ${LAW_TEST_NGRAM:-1} == 1 ]]; then
   start_server "patched+ngram-specdec (traced)" "$logdir/patched-ngram.log" LLAMA_TRACE=1 -- \
-    "$patched" --spec-type ngram-specdec -lv 4
+    "$patched" --spec-type ngram-specdec --spec-draft-n-max 4 -lv 4
   ngram_args=(--ngram-url "$url" --ngram-log "$logdir/patched-ngram.log")
 fi
 
