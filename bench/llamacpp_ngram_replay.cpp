@@ -116,24 +116,22 @@ std::vector<rule> rules() {
   using P = common_params_speculative;
   const auto type = [](P& p, common_speculative_type t) { p.types = {t}; };
   std::vector<rule> out;
-  out.push_back({"ngram-simple (n 12, m 48; defaults)", false,
-                 [=](P& p) { type(p, COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE); }});
-  out.push_back({"ngram-simple (n 4, m 48)", false, [=](P& p) {
-                   type(p, COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE);
-                   p.ngram_simple.size_n = 4;
-                 }});
-  out.push_back({"ngram-map-k (n 12, m 48; defaults)", false,
-                 [=](P& p) { type(p, COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K); }});
-  out.push_back({"ngram-map-k (n 4, m 48)", false, [=](P& p) {
-                   type(p, COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K);
-                   p.ngram_map_k.size_n = 4;
-                 }});
-  out.push_back({"ngram-map-k4v (n 12, m 48; defaults)", false,
-                 [=](P& p) { type(p, COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K4V); }});
-  out.push_back({"ngram-map-k4v (n 4, m 48)", false, [=](P& p) {
-                   type(p, COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K4V);
-                   p.ngram_map_k4v.size_n = 4;
-                 }});
+  // The three map types: their defaults (n 12) and shorter keys (n 4).
+  struct map_type {
+    const char* name;
+    common_speculative_type type;
+    common_params_speculative_ngram_map P::*params;
+  };
+  for (const map_type m : {map_type{"ngram-simple", COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE, &P::ngram_simple},
+                           map_type{"ngram-map-k", COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K, &P::ngram_map_k},
+                           map_type{"ngram-map-k4v", COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K4V, &P::ngram_map_k4v}}) {
+    out.push_back({std::string(m.name) + " (n 12, m 48; defaults)", false,
+                   [=](P& p) { type(p, m.type); }});
+    out.push_back({std::string(m.name) + " (n 4, m 48)", false, [=](P& p) {
+                     type(p, m.type);
+                     (p.*m.params).size_n = 4;
+                   }});
+  }
   out.push_back({"ngram-mod (match 24, drafts 48-64; defaults)", false,
                  [=](P& p) { type(p, COMMON_SPECULATIVE_TYPE_NGRAM_MOD); }});
   out.push_back({"ngram-mod (match 24, drafts 1-64)", false, [=](P& p) {

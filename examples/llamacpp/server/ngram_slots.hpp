@@ -23,9 +23,8 @@ struct ngram_slots_options {
   /// drafts nothing, so text that does not repeat costs no verification.
   std::size_t min_match = 1;
   /// > 0: a draft holds at most ceil(adaptive * match length) tokens (ngram_options::
-  /// adaptive_factor), so a short, doubtful match costs few verified tokens; 0 = off. At 2, on
-  /// the replays of results.md#ngram-types, natural text drafts a quarter as many tokens as
-  /// without the cap and keeps 97% of the tokens a step; code edits keep 96% at K = 16.
+  /// adaptive_factor), so a short, doubtful match costs few verified tokens; 0 = off. Why 2:
+  /// docs/results.md#ngram-types (the cap's rows against no cap).
   double adaptive = 2.0;
   /// Opt-in cross-request cache: a request's prompt and output join a cache that every slot's
   /// later requests read (their drafts may then quote them). Off by default, because a draft is
