@@ -66,15 +66,41 @@
 # numbers (requests.tsv: one row per request; loads.tsv: one per load; summary.tsv: the tables),
 # each server's log and its /metrics at the end in OUT (default build/server-race/DATE-TIME).
 #
+# RPC=1 (default 0) serves the target model through llama.cpp's RPC backend: every system's
+# llama-server gets two ggml-rpc-server processes of its own (one serves a single client at a time),
+# RPC_SERVER_BIN (default ggml-rpc-server beside PATCHED_BIN, as build-server.sh builds it), each
+# with -t THREADS on 127.0.0.1 and a free port, started before it and stopped after it, and runs
+# with --rpc A,B -ngl 99 -ngld 0 -lv 4: the target's layers split between the two ggml-rpc-servers,
+# the draft model on llama-server's own CPU (-lv 4, a log level up, for the server's log to say so:
+# "load_tensors: RPC0[127.0.0.1:A] model buffer size ...", the same for B; about 30 lines more a
+# request). Every llama-server binary of the systems chosen must have --rpc (a build with
+# GGML_RPC=ON; checked at the start). RPC_DELAY_MS=D (default 0; RPC=1 only; milliseconds, fractions
+# allowed) puts a bench/support/delay_proxy.py before each ggml-rpc-server, --rpc naming the
+# proxies: each chunk of either direction of each link delivered D ms after the proxy read it (a
+# round trip 2 x D longer, no bandwidth limit; the kernel has no netem qdisc for tc to delay with);
+# at 0 there is no proxy. With RPC=1 the script runs in a network namespace of its own: it
+# re-executes itself, same arguments and environment, under `unshare -n` (as root; else
+# `unshare -rn`, in a new user namespace too) with SPECDEC_RACE_NETNS=1 added to its environment
+# (the mark that it is inside), and first brings the namespace's loopback up (/usr/sbin/ip,
+# iproute2). Where that fails (a kernel or container that forbids namespaces, or no ip), it says so
+# and exits with status 77 if RPC_DELAY_MS > 0, or runs on the host's loopback with a warning if
+# RPC_DELAY_MS=0. Logs beside the server's: logs/SYSTEM.rpcA.QUANT.rROUND.log, rpcB, and proxyA,
+# proxyB with a delay.
+#
 # Environment: MODEL (aidreams260K or stories260K), QUANTS (default "q8_0"; "f32 q8_0" for both), TEMPS (default "0 0.8"), CLIENTS
 # (default "1 4 8"), STOCK_KS, SPECDEC_KS, SEEDS (request or none), ROUNDS, SYSTEMS (a regex over
 # the system names, e.g. 'stock-plain|stock-spec-4|specdec-spec'), OUT, GGUF_DIR, NGRAM,
-# NGRAM_DRAFT_K, PROMPTS (base or resend), RESEND_ANSWER.
+# NGRAM_DRAFT_K, PROMPTS (base or resend), RESEND_ANSWER, RPC (0 or 1), RPC_DELAY_MS,
+# RPC_SERVER_BIN.
 # Time: under a second per server start, then REQUESTS x 100 tokens per load. The default run
 # (Q8_0, 7 systems, 2 temperatures x 3 client counts, 16 requests, 1 thread, 1 round) is 42 loads
 # of 1600 tokens, about 12 minutes on a 2-core Xeon (Nov 2026: ~75 tokens/s a single stream,
 # ~140 with 4 or 8 clients, the spec rows at T = 0.8 slower); count 20 at most. Each round more
-# adds as much again; F32 (QUANTS="f32 q8_0") about twice as much (half Q8_0's speed).
+# adds as much again; F32 (QUANTS="f32 q8_0") about twice as much (half Q8_0's speed). RPC=1 is
+# slower: each of the target's decoding steps goes to both ggml-rpc-servers and back, each round
+# trip 2 x RPC_DELAY_MS longer with a delay (a smoke run of stories260K's own 260K-parameter GGUF,
+# 1 thread, 1 client, on a busy 2-core EPYC: specdec-plain at 1200 tokens/s with RPC_DELAY_MS=0,
+# 145 with 1, 90 with 2).
 #
 # The run on docs/results.md (QUANTS="f32 q8_0" STOCK_KS="1 2 4" ROUNDS=3, 6 systems, REQUESTS 8,
 # both servers built natively by build-server.sh) took 36 minutes for aidreams260K on a 2-core
@@ -95,6 +121,36 @@
 # measure the neighbour.
 set -euo pipefail
 usage="usage: bench/llamacpp_server_race.sh PATCHED_BIN STOCK_BIN [THREADS] [REQUESTS]"
+RPC=${RPC:-0}
+RPC_DELAY_MS=${RPC_DELAY_MS:-0}
+[[ $RPC == 0 || $RPC == 1 ]] || { echo "llamacpp_server_race.sh: RPC is 0 or 1" >&2; exit 1; }
+[[ $RPC_DELAY_MS =~ ^[0-9]+([.][0-9]*)?$ ]] ||
+  { echo "llamacpp_server_race.sh: RPC_DELAY_MS is a number of milliseconds, not '$RPC_DELAY_MS'" >&2; exit 1; }
+delayed=1
+[[ $RPC_DELAY_MS =~ ^0*([.]0*)?$ ]] && delayed=0
+[[ $RPC == 1 || $delayed == 0 ]] || { echo "llamacpp_server_race.sh: RPC_DELAY_MS needs RPC=1" >&2; exit 1; }
+# RPC=1: into a network namespace of the script's own (re-executed with the same arguments and
+# environment, SPECDEC_RACE_NETNS=1 marking it), its loopback brought up before anything else.
+netns=no
+if [[ $RPC == 1 && ${SPECDEC_RACE_NETNS:-} == 1 ]]; then
+  /usr/sbin/ip link set lo up || { echo "llamacpp_server_race.sh: cannot bring lo up in the network namespace" >&2; exit 1; }
+  netns=yes
+elif [[ $RPC == 1 ]]; then
+  ns=(-n)
+  [[ $(id -u) == 0 ]] || ns=(-rn)
+  why="/usr/sbin/ip (iproute2) is absent"
+  if [[ -x /usr/sbin/ip ]]; then
+    if why=$(unshare "${ns[@]}" /usr/sbin/ip link set lo up 2>&1); then
+      export SPECDEC_RACE_NETNS=1
+      exec unshare "${ns[@]}" -- "$BASH" "$(realpath "$0")" "$@"
+    fi
+    why="unshare ${ns[*]} failed: ${why:-no message}"
+  fi
+  echo "llamacpp_server_race.sh: no network namespace for the RPC links ($why)" >&2
+  [[ $delayed == 0 ]] ||
+    { echo "llamacpp_server_race.sh: RPC_DELAY_MS=$RPC_DELAY_MS needs a network namespace" >&2; exit 77; }
+  echo "llamacpp_server_race.sh: warning: RPC=1 runs on the host's loopback" >&2
+fi
 patched=${1:?$usage}
 stock=${2:?$usage}
 T=${3:-1}
@@ -110,7 +166,7 @@ for f in "$patched" "$stock"; do
 done
 # Paths given are the caller's; the defaults are the repository's.
 patched=$(realpath "$patched") stock=$(realpath "$stock")
-for v in GGUF_DIR OUT LLAMACPP_BUILD SPECDEC_MODELS_DIR; do
+for v in GGUF_DIR OUT LLAMACPP_BUILD SPECDEC_MODELS_DIR RPC_SERVER_BIN; do
   [[ -z ${!v:-} ]] || printf -v "$v" '%s' "$(realpath -m "${!v}")"
 done
 cd "$(dirname "$0")/.."
@@ -175,19 +231,41 @@ if [[ ${NGRAM:-0} == 1 ]]; then
     "-md $draft --spec-type ngram-specdec,draft-simple --spec-draft-n-max ${NGRAM_DRAFT_K:-2} --spec-draft-n-min 0"
 fi
 [[ ${#names[@]} -gt 0 ]] || { echo "llamacpp_server_race.sh: SYSTEMS='${SYSTEMS:-}' matches no system" >&2; exit 1; }
+if [[ $RPC == 1 ]]; then  # every binary of the systems chosen has --rpc, and ggml-rpc-server is there
+  rpc_server=${RPC_SERVER_BIN:-$(dirname "$patched")/ggml-rpc-server}
+  [[ -x $rpc_server ]] ||
+    { echo "llamacpp_server_race.sh: RPC=1: $rpc_server is not an executable ggml-rpc-server (RPC_SERVER_BIN)" >&2; exit 1; }
+  command -v ss >/dev/null || { echo "llamacpp_server_race.sh: RPC=1 needs ss (iproute2)" >&2; exit 1; }
+  declare -A has_rpc=()
+  for b in "${bins[@]}"; do
+    [[ -z ${has_rpc[$b]:-} ]] || continue
+    help=$("$b" --help 2>&1 || true)
+    [[ $help == *--rpc* ]] ||
+      { echo "llamacpp_server_race.sh: RPC=1: $b has no --rpc (built without GGML_RPC=ON: rebuild it with build-server.sh, or leave its systems out with SYSTEMS)" >&2; exit 1; }
+    has_rpc[$b]=1
+  done
+fi
 
-declare -A pid port
+declare -A pid port helpers  # helpers: a system's ggml-rpc-servers and delay proxies (pids)
+halt() {  # pid: SIGTERM, SIGKILL if still there 5 s later
+  kill "$1" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+stop_helpers() {  # system: stops its helpers (after its llama-server)
+  local h
+  for h in ${helpers[$1]:-}; do halt "$h"; done
+  unset "helpers[$1]"
+}
 stop_all() {
-  local s p
+  local s
   for s in "${!pid[@]}"; do
-    p=${pid[$s]}
     curl -sf "http://127.0.0.1:${port[$s]}/metrics" >"$out/logs/$s.$tag.metrics" 2>/dev/null || true
-    kill "$p" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
+    halt "${pid[$s]}"
     unset "pid[$s]"
   done
+  for s in "${!helpers[@]}"; do stop_helpers "$s"; done
 }
 tag=none
 trap stop_all EXIT
@@ -196,13 +274,52 @@ trap '[[ -z $loader ]] || kill "$loader" 2>/dev/null; exit 130' INT TERM
 
 free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
+# A ggml-rpc-server serves one client at a time: a probe connection would hold it, so a helper is
+# taken as up when ss shows its port listening.
+helper() {  # system name port command...: starts a helper of the system's, waits for its port
+  local s=$1 name=$2 p=$3 log=$out/logs/$1.$2.$tag.log h
+  shift 3
+  "$@" >"$log" 2>&1 &
+  h=$!
+  helpers[$s]="${helpers[$s]:-} $h"
+  for _ in $(seq 100); do
+    if ! kill -0 "$h" 2>/dev/null; then
+      echo "llamacpp_server_race.sh: $s: its $name exited at start; its log ($log) ends:" >&2
+      tail -n 15 "$log" >&2
+      return 1
+    fi
+    [[ -z $(ss -ltnH "sport = :$p" 2>/dev/null) ]] || return 0
+    sleep 0.1
+  done
+  echo "llamacpp_server_race.sh: $s: its $name not listening on port $p after 10 s (log: $log)" >&2
+  return 1
+}
+
+start_rpc() {  # system: starts its two ggml-rpc-servers (each behind a delay proxy with a delay),
+  local s=$1 x p q eps=()  # sets rpc_flags, the llama-server flags that use them
+  for x in A B; do
+    p=$(free_port)
+    helper "$s" "rpc$x" "$p" "$rpc_server" -H 127.0.0.1 -p "$p" -t "$T" || return 1
+    if [[ $delayed == 1 ]]; then
+      q=$(free_port)
+      helper "$s" "proxy$x" "$q" "$py" bench/support/delay_proxy.py "$q" "$p" "$RPC_DELAY_MS" || return 1
+      p=$q
+    fi
+    eps+=("127.0.0.1:$p")
+  done
+  # -lv 4: the level at which llama-server logs where the layers went (load_tensors: RPC0[...])
+  rpc_flags=(--rpc "${eps[0]},${eps[1]}" -ngl 99 -ngld 0 -lv 4)
+}
+
 start() {  # system binary target extra-flags: starts it, waits for /health and warms it up
   local s=$1 bin=$2 target=$3 log p
   # shellcheck disable=SC2206
   local flags=($4) environment=($5)
   log=$out/logs/$s.$tag.log
+  local rpc_flags=()
+  [[ $RPC == 0 ]] || start_rpc "$s" || { stop_helpers "$s"; return 1; }
   p=$(free_port)
-  env "${environment[@]}" "$bin" -m "$target" "${flags[@]}" -c 2048 -np 4 -t "$T" -fa on --metrics --host 127.0.0.1 --port "$p" \
+  env "${environment[@]}" "$bin" -m "$target" "${flags[@]}" "${rpc_flags[@]}" -c 2048 -np 4 -t "$T" -fa on --metrics --host 127.0.0.1 --port "$p" \
     >"$log" 2>&1 &
   pid[$s]=$! port[$s]=$p
   for _ in $(seq 600); do
@@ -210,6 +327,7 @@ start() {  # system binary target extra-flags: starts it, waits for /health and 
       echo "llamacpp_server_race.sh: $s exited at start; its log ($log) ends:" >&2
       tail -n 15 "$log" >&2
       unset "pid[$s]" "port[$s]"
+      stop_helpers "$s"
       return 1
     fi
     curl -sf "http://127.0.0.1:$p/health" >/dev/null 2>&1 && break
@@ -217,7 +335,7 @@ start() {  # system binary target extra-flags: starts it, waits for /health and 
   done
   curl -sf "http://127.0.0.1:$p/health" >/dev/null 2>&1 ||
     { echo "llamacpp_server_race.sh: $s not healthy after 120 s (log: $log)" >&2
-      kill -9 "${pid[$s]}"; wait "${pid[$s]}" 2>/dev/null; unset "pid[$s]" "port[$s]"; return 1; }
+      kill -9 "${pid[$s]}"; wait "${pid[$s]}" 2>/dev/null; unset "pid[$s]" "port[$s]"; stop_helpers "$s"; return 1; }
   "$py" bench/support/server_load.py "http://127.0.0.1:$p" 1 1 0 --n-predict 8 --prompts "$prompts" >/dev/null ||
     echo "llamacpp_server_race.sh: $s: the warm-up request failed (log: $log)" >&2
 }
@@ -254,6 +372,9 @@ for round in $(seq 1 "$R"); do
           loader=
           grep -v $'\tload\t' "$out/last.tsv" >>"$out/requests.tsv" || true
           grep $'\tload\t' "$out/last.tsv" | sed 's/\tload\t/\t/' >>"$out/loads.tsv" || true
+          # the speed policy's K at the end of the load (specdec's gauge in /metrics; none elsewhere)
+          k=$(curl -sf "http://127.0.0.1:${port[$s]}/metrics" 2>/dev/null | awk '/^llamacpp:specdec_draft_n /{print $2}' || true)
+          [[ -z $k ]] || printf '%s\t%s\n' "$key" "$k" >>"$out/policy_k.tsv"
         done
         point=$((point + 1))
       done
@@ -268,7 +389,10 @@ for log in "$out"/logs/*.log; do  # what the servers said went wrong
   [[ $e == 0 ]] || echo "llamacpp_server_race.sh: $e line(s) of error or failure in $log" >&2
 done
 
-echo "# llamacpp_server_race.sh: $MODEL, $N tokens a request, $REQ requests a load, seeds: $SEEDS, $T thread(s), -fa on, -np 4, $R round(s); specdec-spec K ${SPECDEC_KS-4}; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
+rpc="rpc: off"
+[[ $RPC == 0 ]] || rpc="rpc: 2 servers, $RPC_DELAY_MS ms each way"
+[[ $RPC == 0 || $netns == yes ]] || rpc+=" (host loopback)"
+echo "# llamacpp_server_race.sh: $MODEL, $N tokens a request, $REQ requests a load, seeds: $SEEDS, $T thread(s), -fa on, -np 4, $R round(s); specdec-spec K ${SPECDEC_KS-4}; $rpc; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores; specdec $(git rev-parse --short HEAD)"
 "$py" - "$out" "$SEEDS" <<'EOF'
 import collections, csv, math, statistics, sys
 out, seeds = sys.argv[1:3]
@@ -353,5 +477,14 @@ for p in points:
             for s in med_tps:
                 if s.startswith("specdec-") and s != "specdec-plain":
                     print(f"\n{s} / {what} ({best}): {med_tps[s] / med_tps[best]:.2f}x")
+import os
+if os.path.exists(f"{out}/policy_k.tsv"):  # the speed policy's K at the end of each load
+    ks = collections.defaultdict(list)
+    for line in open(f"{out}/policy_k.tsv"):
+        r, q, t, c, s, k = line.rstrip("\n").split("\t")
+        ks[(q, t, c, s)].append(f"{float(k):g}")
+    print("\nthe speed policy's K at the end of each load (/metrics llamacpp:specdec_draft_n), by round:")
+    for (q, t, c, s), v in ks.items():
+        print(f"- {q} T={t}, {c} client(s), {s}: {', '.join(v)}")
 print(f"\nraw numbers: {out}/requests.tsv, loads.tsv, summary.tsv; server logs and /metrics in {out}/logs")
 EOF

@@ -1,7 +1,7 @@
 // tests/llamacpp/llamacpp_cli_test.cpp - specdec-llama's command line (llamacpp/cli/llama_cli.hpp):
 // the tree flag's bounds (a sequence per leaf, at most llama.cpp's 256), --grammar-file and
 // --grammar, -fa, --draft heads:FILE, -np, --verification; llama.cpp's defaults (shared with
-// specdec-generate, common/cli/shared_flags.hpp), -ngl, --spec-type.
+// specdec-generate, common/cli/shared_flags.hpp), -ngl, --spec-type, --rpc and -ngld.
 // Parsing loads nothing, so this runs without the GGUF models.
 #include <catch2/catch.hpp>
 
@@ -140,5 +140,29 @@ TEST_CASE("specdec-llama cli: -ngl reaches llama.cpp's model parameters; --spec-
   const std::string help = parse_llama_cli({"--help"}).help;
   for (const char* name : {"--spec-type", "--n-gpu-layers", "-ngl", "--flash-attn", "-fa",
                            "--draft-max", "--temp", "--seed", "-md"})
+    CHECK_THAT(help, Catch::Contains(name));
+}
+
+TEST_CASE("specdec-llama cli: --rpc lists HOST:PORT servers, -ngld the draft model's layers") {
+  const auto c = parse_llama_cli(
+      {"-m", "t.gguf", "-md", "d.gguf", "--rpc", "127.0.0.1:50052,box:7", "-ngl", "99", "-ngld", "0"});
+  CHECK(c.rpc_servers == "127.0.0.1:50052,box:7");
+  CHECK(*c.n_gpu_layers_draft == 0);
+  CHECK_FALSE(parse_llama_cli({"-m", "t.gguf"}).n_gpu_layers_draft);
+  CHECK(*parse_llama_cli({"-m", "t.gguf", "--gpu-layers-draft", "all"}).n_gpu_layers_draft == -2);
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "--rpc", "127.0.0.1"}),
+                      "--rpc: '127.0.0.1' is not HOST:PORT (in '127.0.0.1')");
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "--rpc", "a:1,,b:2"}),
+                      "--rpc: '' is not HOST:PORT (in 'a:1,,b:2')");
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "--rpc", "a:70000"}),
+                      "--rpc: 'a:70000': the port is not in 1..65535");
+  REQUIRE_THROWS_WITH(parse_llama_cli({"-m", "t.gguf", "-ngld", "-3"}),
+                      "-ngld '-3': is not a whole number, auto or all");
+  const auto servers = parse_rpc_servers("[::1]:50052,h:1");
+  REQUIRE(servers.size() == 2);
+  CHECK(servers[0].host == "[::1]");
+  CHECK(servers[0].port == "50052");
+  const std::string help = parse_llama_cli({"--help"}).help;
+  for (const char* name : {"--rpc", "-ngld", "--gpu-layers-draft"})
     CHECK_THAT(help, Catch::Contains(name));
 }

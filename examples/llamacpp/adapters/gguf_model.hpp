@@ -39,7 +39,8 @@ inline void set_llama_log_level(bool silent) {
   }
 }
 
-/// Model weights loaded from a GGUF file (llama_model_load_from_file), CPU only. Owns the
+/// Model weights loaded from a GGUF file (llama_model_load_from_file): on the CPU, or with
+/// n_gpu_layers > 0 on ggml's other devices (llama.cpp's RPC servers after add_rpc_servers). Owns the
 /// llama_model; contexts made on it must not outlive it. Not copyable; movable.
 class gguf_model {
  public:

@@ -2,9 +2,10 @@
 // The flags specdec-generate shares (-p -f -n -c -t -ngl, sampling, -md, --spec-type, -k,
 // --draft-min, --draft-p-min, --tree, --verification, --json, --compare-plain) come from
 // common/cli/shared_flags.hpp with llama.cpp's spellings and defaults; this parser adds -m, -fa,
-// --grammar, --grammar-file, --ignore-eos and -np (N requests in one context with
-// specdec::batch_decoder, llama.cpp's --parallel), and reads --draft (none | model | ngram |
-// heads:FILE). Parsing loads nothing; tests may call it freely.
+// --grammar, --grammar-file, --ignore-eos, -np (N requests in one context with
+// specdec::batch_decoder, llama.cpp's --parallel), --rpc (llama.cpp's RPC servers) and -ngld (the
+// draft model's layers offloaded), and reads --draft (none | model | ngram | heads:FILE). Parsing
+// loads nothing and connects to nothing; tests may call it freely.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +22,7 @@
 
 #include "common/cli/flag_parser.hpp"
 #include "common/cli/shared_flags.hpp"
+#include "llamacpp/adapters/rpc_servers.hpp"
 
 namespace specdec::llamacpp {
 
@@ -53,6 +55,10 @@ struct llama_cli_options : specdec::cli::shared_options {
   /// -np / --parallel N: N requests decoded together (batch_model + batch_decoder), the prompts
   /// the lines of -f (cycled) or -p N times, request i seeded with -s + i; 0 = one request.
   std::size_t parallel = 0;
+  /// --rpc HOST:PORT,...: llama.cpp's RPC servers (ggml-rpc-server), devices for -ngl's layers
+  std::string rpc_servers;
+  /// -ngld N: the draft model's layers offloaded (auto = -1, all = -2); none = -ngl's value
+  std::optional<long long> n_gpu_layers_draft;
   std::string help;  ///< non-empty: print it, exit 0
 };
 
@@ -74,7 +80,9 @@ inline std::size_t tree_leaves(std::span<const std::size_t> branching) noexcept 
 inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
   llama_cli_options c;
   auto words = specdec::cli::shared_short_words();
-  words.insert(words.end(), {{"-fa", "--flash-attn"}, {"-np", "--parallel"}});
+  words.insert(words.end(), {{"-fa", "--flash-attn"},
+                             {"-np", "--parallel"},
+                             {"-ngld", "--gpu-layers-draft"}});
   specdec::cli::flag_parser p("specdec-llama",
                               "specdec-llama: speculative decoding (specdec) on llama.cpp GGUF "
                               "models",
@@ -83,7 +91,7 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
       "Spellings and defaults of llama.cpp; a later flag wins over an earlier one. No drafter "
       "runs unless one is asked for.\nExit status: 0 done; 2 bad flag or value; 1 a file cannot "
       "be read or llama.cpp or the decoder refuses the request.");
-  std::string model, draft, fa, grammar_file, grammar, parallel;
+  std::string model, draft, fa, grammar_file, grammar, parallel, rpc, ngld;
   bool ignore_eos = false;
   const char* m = "Model";
   CLI::Option* model_opt = p.text("-m,--model", model, "target model (GGUF), required", m, "PATH");
@@ -112,6 +120,17 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
              "each with -c / N of its cells: the lines of -f, or -p N times; also -np; K = -k "
              "or 4 (no speed policy)",
              r, "N");
+  CLI::Option* rpc_opt =
+      p.text("--rpc", rpc,
+             "llama.cpp's RPC servers (ggml-rpc-server), comma-separated HOST:PORT: the target's "
+             "-ngl layers go to them, split by their free memory (the draft model's only with "
+             "-ngld)",
+             m, "SERVERS");
+  CLI::Option* ngld_opt =
+      p.text("--gpu-layers-draft", ngld,
+             "the draft model's layers offloaded (N, auto or all), also -ngld (default: -ngl's "
+             "value; -ngld 0 keeps the draft model on this machine's CPU)",
+             m, "N");
   if (!p.parse(std::move(args))) {
     c.help = p.help();
     return c;
@@ -123,6 +142,22 @@ inline llama_cli_options parse_llama_cli(std::vector<std::string> args) {
   if (p.given(grammar_file_opt)) c.grammar_file = grammar_file;
   if (p.given(grammar_opt)) c.grammar = grammar;
   if (p.given(parallel_opt)) c.parallel = p.whole(parallel_opt, parallel);
+  if (p.given(rpc_opt)) {
+    try {
+      parse_rpc_servers(rpc);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(e.what());
+    }
+    c.rpc_servers = rpc;
+  }
+  if (p.given(ngld_opt)) {  // as -ngl: N layers, auto (-1) or all (-2)
+    long long v = 0;
+    if (ngld == "auto") v = -1;
+    else if (ngld == "all") v = -2;
+    else if (specdec::cli::parse_number(ngld, v) != specdec::cli::number_read::ok || v < 0)
+      p.bad(ngld_opt, ngld, "is not a whole number, auto or all");
+    c.n_gpu_layers_draft = v;
+  }
   try {
     c.sampling.validate();
   } catch (const std::invalid_argument& e) {

@@ -8,6 +8,8 @@
 // Without --spec-draft-n-max or --tree, the draft shape is planned before every step from the
 // target's measured cost curve and the acceptance seen so far (specdec::calibrate +
 // specdec::speed_policy), and plain decoding is chosen when no shape is predicted to pay.
+// --rpc HOST:PORT,... puts the target's -ngl layers on llama.cpp's RPC servers (ggml-rpc-server);
+// -ngld 0 keeps the draft model here.
 //
 //   specdec-llama -m target.gguf -md draft.gguf -p "The machine" -n 100 --temp 0 --compare-plain
 #include <algorithm>
@@ -86,6 +88,17 @@ std::optional<int> gpu_layers(const llama_cli_options& c) {
   return static_cast<int>(std::clamp<long long>(*c.n_gpu_layers, -2, 1 << 20));
 }
 
+/// -ngld for the draft model's llama_model_params: as given, else -ngl's.
+std::optional<int> draft_gpu_layers(const llama_cli_options& c) {
+  if (!c.n_gpu_layers_draft) return gpu_layers(c);
+  return static_cast<int>(std::clamp<long long>(*c.n_gpu_layers_draft, -2, 1 << 20));
+}
+
+/// --rpc: the RPC servers become devices before any model is loaded.
+void connect_rpc(const llama_cli_options& c) {
+  if (!c.rpc_servers.empty()) add_rpc_servers(c.rpc_servers);
+}
+
 context_options cli_context_options(const llama_cli_options& c) {
   return {.n_ctx = c.ctx_size,
           .n_threads = c.threads,
@@ -110,6 +123,8 @@ json options_json(const llama_cli_options& c, const specdec::generate_options& o
                     : c.flash_attn == flash_attention::off ? "off"
                                                            : "auto";
   j["n_gpu_layers"] = c.n_gpu_layers ? json(*c.n_gpu_layers) : json(nullptr);
+  j["n_gpu_layers_draft"] = c.n_gpu_layers_draft ? json(*c.n_gpu_layers_draft) : json(nullptr);
+  j["rpc"] = c.rpc_servers;
   j["sampling"] = specdec::cli::sampling_json(c);
   j["draft_max"] = c.k ? json(*c.k) : json("policy");
   j["draft_min"] = c.draft_min;
@@ -131,6 +146,7 @@ int run(const llama_cli_options& c) {
     s << in.rdbuf();
     prompt_text = s.str();
   }
+  connect_rpc(c);
   const gguf_model target_file(c.model, gpu_layers(c));
   const context_options co = cli_context_options(c);
   const std::size_t n_ctx = c.ctx_size ? c.ctx_size : target_file.trained_context();
@@ -224,7 +240,7 @@ int run(const llama_cli_options& c) {
   };
 
   if (c.draft == llama_draft::model) {
-    const gguf_model draft_file(c.draft_model, gpu_layers(c));
+    const gguf_model draft_file(c.draft_model, draft_gpu_layers(c));
     check_same_vocabulary(target_file, draft_file);
     context_model draft(draft_file, co);
     specdec::model_drafter drafter(draft, {.p_min = c.draft_p_min});
@@ -287,6 +303,7 @@ std::vector<std::string> parallel_prompts(const llama_cli_options& c) {
 int run_parallel(const llama_cli_options& c) {
   set_llama_log_level(false);
   const auto texts = parallel_prompts(c);
+  connect_rpc(c);
   const gguf_model target_file(c.model, gpu_layers(c));
   const context_options co = cli_context_options(c);
   std::vector<std::vector<specdec::token_id>> prompts;
@@ -327,7 +344,7 @@ int run_parallel(const llama_cli_options& c) {
                                                                  : "ngram"},
                        {"draft_max", c.draft == llama_draft::none ? 0 : c.k.value_or(4)},
                        {"n_predict", c.n_predict}, {"ctx_size", bco.n_ctx},
-                       {"threads", c.threads},
+                       {"threads", c.threads}, {"rpc", c.rpc_servers},
                        {"sampling", specdec::cli::sampling_json(c)}};
   std::vector<std::vector<specdec::token_id>> outputs(c.parallel);
   auto serve = [&](auto& drafters) {
@@ -370,7 +387,7 @@ int run_parallel(const llama_cli_options& c) {
 
   double batch_tps = 0.0;
   if (c.draft == llama_draft::model) {
-    const gguf_model draft_file(c.draft_model, gpu_layers(c));
+    const gguf_model draft_file(c.draft_model, draft_gpu_layers(c));
     check_same_vocabulary(target_file, draft_file);
     std::vector<std::unique_ptr<context_model>> contexts;
     std::vector<std::unique_ptr<specdec::model_drafter<context_model>>> drafters;

@@ -7,7 +7,8 @@
 # no patch: the stock server from the same source, the measure the tests and the race compare
 # against). BUILD/build is specdec's own CMake build with the llama.cpp adapters on BUILD/src and
 # SPECDEC_LLAMACPP_SERVER=ON, the way the llamacpp preset builds it in CI, with only the
-# llama-server target and what it needs built. ggml is built as a user's own llama.cpp build is,
+# llama-server target and what it needs built, and ggml-rpc-server beside it (ggml's RPC backend is
+# on: --rpc HOST:PORT,... puts the model's layers on ggml-rpc-server processes). ggml is built as a user's own llama.cpp build is,
 # for the host's instruction sets (GGML_NATIVE=ON), with only the AMX kernels turned off (on a
 # 2026-11-27 Intel Xeon test host they crashed on every Q8_0 model): so a comparison with a stock
 # server the user built compares speculation, not AVX2 against AVX-512. --portable builds ggml for
@@ -52,8 +53,9 @@ cmake -S "$specdec_dir" -B "$build/build" -DCMAKE_BUILD_TYPE=Release "${native[@
   -DSPECDEC_BUILD_TESTS=OFF -DSPECDEC_BUILD_EXAMPLES=OFF -DSPECDEC_INSTALL=OFF \
   >"$build/configure.log" 2>&1 ||
   { tail -n 30 "$build/configure.log" >&2; die "cmake configure failed (log: $build/configure.log)"; }
-cmake --build "$build/build" --target llama-server -j "${SPECDEC_BUILD_JOBS:-$(nproc)}" ||
+cmake --build "$build/build" --target llama-server ggml-rpc-server -j "${SPECDEC_BUILD_JOBS:-$(nproc)}" ||
   die "the build failed"
 binary="$build/build/bin/llama-server"
 [[ -x "$binary" ]] || die "no llama-server at $binary"
+[[ -x "$build/build/bin/ggml-rpc-server" ]] || die "no ggml-rpc-server beside it"
 echo "$binary"

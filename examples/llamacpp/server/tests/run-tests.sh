@@ -26,6 +26,7 @@
 #   LLAMA_ARG_THREADS       the servers' threads (default 1)
 #   SPECDEC_TESTS_FILES     the test files, space-separated (default: the list below)
 #   SPECDEC_EXPECTED_FAILURES  the expected-failures file (default: ./expected-failures.txt)
+#   SPECDEC_RPC_SERVER      test_specdec_rpc.py's ggml-rpc-server (default: the one beside SERVER_BIN)
 set -euo pipefail
 die() { echo "run-tests.sh: $*" >&2; exit 2; }
 [[ $# -eq 2 ]] || die "usage: run-tests.sh SERVER_BIN WORK_DIR"
@@ -55,7 +56,7 @@ expected=${SPECDEC_EXPECTED_FAILURES:-$here/expected-failures.txt}
 limit=${SPECDEC_TESTS_TIMEOUT:-1500}
 files=${SPECDEC_TESTS_FILES:-"test_basic.py test_completion.py test_chat_completion.py test_stream.py
   test_tokenize.py test_security.py test_ctx_shift.py test_metrics.py test_speculative.py test_ignore_eos.py
-  test_slot_save.py test_tool_call.py test_specdec_server.py"}
+  test_slot_save.py test_tool_call.py test_specdec_server.py test_specdec_rpc.py"}
 
 $python -c 'import pytest, requests, aiohttp, numpy, filelock' 2>/dev/null ||
   die "$python lacks pytest/requests/aiohttp/numpy/filelock (apt-get install -y python3-pytest python3-requests python3-aiohttp python3-numpy python3-filelock)"
@@ -105,6 +106,9 @@ PY
 # One thread per server: stories260K gains nothing from more, and two ggml threads that meet at
 # every op stall when the machine is busy (24 ms a token instead of 0.1 ms on 2 loaded cores).
 threads=${LLAMA_ARG_THREADS:-1}
+# test_specdec_rpc.py's ggml-rpc-server: the one built beside llama-server (GGML_RPC=ON); without
+# it those tests skip, saying so.
+rpc_server=${SPECDEC_RPC_SERVER:-$(dirname "$server_bin")/ggml-rpc-server}
 rm -f "$work/junit.xml" "$work/outcomes.txt" "$work/summary.txt"
 echo "run-tests.sh: $server_bin, ${#args[@]} test files, port $port, $threads thread(s), limit ${limit}s, log $work/pytest.log"
 start=$(date +%s)
@@ -113,7 +117,7 @@ set +e
   cd "$tests"
   env PYTHONPATH="$here" PYTHONDONTWRITEBYTECODE=1 LLAMA_SERVER_BIN_PATH="$server_bin" PORT="$port" \
     LLAMA_ARG_THREADS="$threads" \
-    SPECDEC_SERVER_MODELS="$work/models" \
+    SPECDEC_SERVER_MODELS="$work/models" SPECDEC_RPC_SERVER="$rpc_server" \
     timeout --kill-after=30 "$limit" "$python" -m pytest -p specdec_local_models -p no:cacheprovider \
       --specdec-outcomes "$work/outcomes.txt" --junitxml "$work/junit.xml" -o junit_family=xunit2 \
       -v -rfE --durations=15 "${args[@]}"
