@@ -15,6 +15,7 @@ import time
 
 import pytest
 import requests
+from specdec_env import environment
 from utils import *
 
 MODELS = os.environ.get("SPECDEC_SERVER_MODELS", "")
@@ -97,16 +98,8 @@ def start(s: ServerProcess, rpc_servers=None):
     if rpc_servers:
         env = {"LLAMA_ARG_RPC": ",".join(r.endpoint for r in rpc_servers), "LLAMA_ARG_N_GPU_LAYERS_DRAFT": "0",
                "LLAMA_ARG_LOG_VERBOSITY": "4"}  # the load_tensors lines: where each model's layers are
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environment(**env):
         s.start(timeout_seconds=60)
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def complete(s: ServerProcess, prompt: str, **body) -> dict:
@@ -215,11 +208,9 @@ def test_rpc_server_absent_at_start(tmp_path):
     # nobody listens there: llama-server ends at once with llama.cpp's message, nothing hangs
     s = make_server(tmp_path, "rpc-absent", draft=False)
     s.n_gpu_layer = 99
-    os.environ["LLAMA_ARG_RPC"] = f"127.0.0.1:{free_port()}"
     try:
-        with pytest.raises(RuntimeError, match="died"):
+        with environment(LLAMA_ARG_RPC=f"127.0.0.1:{free_port()}"), pytest.raises(RuntimeError, match="died"):
             s.start(timeout_seconds=20)
     finally:
-        os.environ.pop("LLAMA_ARG_RPC", None)
         s.stop()
     assert "Failed to connect to" in open(s.log_path).read()

@@ -10,7 +10,6 @@ Server options the harness has no field for are given by their LLAMA_ARG_ enviro
 (so the twins are what is tested; --help is checked for the flags themselves).
 """
 
-import contextlib
 import os
 import subprocess
 import threading
@@ -18,6 +17,7 @@ import time
 
 import pytest
 import requests
+from specdec_env import environment
 from utils import *
 
 MODELS = os.environ.get("SPECDEC_SERVER_MODELS", "")
@@ -49,21 +49,6 @@ def fixture_create_server():
     server = make_server()
     yield
     server.stop()
-
-
-@contextlib.contextmanager
-def environment(**values):
-    """Sets environment variables (the servers' LLAMA_ARG_ twins) for a server's start."""
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update({k: str(v) for k, v in values.items()})
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def start(s: ServerProcess, **env):
